@@ -1,0 +1,33 @@
+# Helpers so that each folder under src/ declares its library and tests in a few lines.
+#
+#   motley_library(NAME SOURCES a.cc b.cc DEPS motley_core ...)
+#     -> static library target NAME with src/ as include root, motley warnings on.
+#   motley_test(NAME SOURCES x_test.cc DEPS motley_spec LABELS unit)
+#     -> gtest executable, tests discovered into CTest with the given labels.
+
+function(motley_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(${name} PRIVATE ${MOTLEY_WARNINGS})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+function(motley_test name)
+  if(NOT MOTLEY_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${MOTLEY_WARNINGS})
+  target_compile_definitions(${name} PRIVATE MOTLEY_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+                       DISCOVERY_TIMEOUT 60)
+endfunction()

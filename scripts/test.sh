@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Set-up command 2 of README.md (and what CI runs): install dependencies, build with warnings as
+# errors, run the layering check and the whole test suite, then build the unit tests under
+# AddressSanitizer + UndefinedBehaviorSanitizer and run them. Exits non-zero if anything fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh
+jobs=$(nproc)
+
+echo "== layering check"
+python3 tools/check_layering.py
+
+echo "== build (warnings as errors)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_COMPILE_WARNING_AS_ERROR=ON
+cmake --build build -j "$jobs"
+
+echo "== tests"
+ctest --test-dir build --output-on-failure -j "$jobs" --label-exclude bench
+
+echo "== ASan/UBSan build of the unit tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMOTLEY_SANITIZE=ON \
+  -DMOTLEY_BUILD_BENCH=OFF -DCMAKE_COMPILE_WARNING_AS_ERROR=ON
+cmake --build build-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit

@@ -1,0 +1,104 @@
+// Status and Result<T>: how motley reports expected failures (bad input, I/O, infeasible plan,
+// communication timeout) without exceptions. Result<T> is a small subset of C++23 std::expected
+// (g++ 12 lacks it), so it can be swapped for std::expected later.
+//
+// Contract: a Status is either ok() or carries a non-empty message that names the file, the field
+// and the reason ("run.yaml: train.steps: must be positive, got -3"). Value types; thread-compatible.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include <fmt/core.h>
+
+#include "core/check.h"
+
+namespace motley {
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;  // ok
+  static Status Ok() { return Status(); }
+  static Status Error(std::string message) {
+    MOTLEY_CHECK(!message.empty(), "an error Status needs a message");
+    Status s;
+    s.message_ = std::move(message);
+    return s;
+  }
+  bool ok() const { return !message_.has_value(); }
+  // The error message; empty for ok.
+  const std::string& message() const {
+    static const std::string kEmpty;
+    return message_ ? *message_ : kEmpty;
+  }
+  // Returns a Status whose message is "prefix: message" (for adding context at each level).
+  Status WithContext(const std::string& prefix) const {
+    if (ok()) return *this;
+    return Error(prefix + ": " + *message_);
+  }
+
+ private:
+  std::optional<std::string> message_;
+};
+
+// Formats an error Status: Err("{}: unknown key '{}'", path, key).
+template <typename... Args>
+Status Err(fmt::format_string<Args...> format, Args&&... args) {
+  return Status::Error(fmt::format(format, std::forward<Args>(args)...));
+}
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : state_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Status status) : state_(std::move(status)) {  // NOLINT(google-explicit-constructor)
+    MOTLEY_CHECK(!std::get<Status>(state_).ok(), "Result built from an ok Status has no value");
+  }
+  bool ok() const { return std::holds_alternative<T>(state_); }
+  explicit operator bool() const { return ok(); }
+  const Status& status() const {
+    static const Status kOk;
+    return ok() ? kOk : std::get<Status>(state_);
+  }
+  T& value() & {
+    MOTLEY_CHECK(ok(), "Result::value() on error: " + status().message());
+    return std::get<T>(state_);
+  }
+  const T& value() const& {
+    MOTLEY_CHECK(ok(), "Result::value() on error: " + status().message());
+    return std::get<T>(state_);
+  }
+  T&& value() && {
+    MOTLEY_CHECK(ok(), "Result::value() on error: " + status().message());
+    return std::get<T>(std::move(state_));
+  }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+ private:
+  std::variant<T, Status> state_;
+};
+
+}  // namespace motley
+
+// Propagates an error Status from an expression returning Status.
+#define MOTLEY_RETURN_IF_ERROR(expr)               \
+  do {                                             \
+    ::motley::Status motley_status_ = (expr);      \
+    if (!motley_status_.ok()) return motley_status_; \
+  } while (0)
+
+#define MOTLEY_CONCAT_INNER(a, b) a##b
+#define MOTLEY_CONCAT(a, b) MOTLEY_CONCAT_INNER(a, b)
+
+// MOTLEY_ASSIGN_OR_RETURN(auto x, ParseThing(...)); returns the error Status on failure.
+#define MOTLEY_ASSIGN_OR_RETURN(lhs, expr) \
+  MOTLEY_ASSIGN_OR_RETURN_IMPL(MOTLEY_CONCAT(motley_result_, __LINE__), lhs, expr)
+#define MOTLEY_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                                 \
+  if (!tmp.ok()) return tmp.status();                \
+  lhs = std::move(tmp).value()
