@@ -1,0 +1,287 @@
+// See cluster_spec.h. Finalize() is the single place where cluster invariants are checked, both
+// for parsed files and for clusters built in code.
+#include "spec/cluster_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace motley::spec {
+namespace {
+
+class Where {
+ public:
+  Where(std::string_view file, std::string_view prefix) : file_(file), prefix_(prefix) {}
+  Status Error(std::string_view field, std::string_view reason) const {
+    if (prefix_.empty()) return Err("{}: {}: {}", file_, field, reason);
+    return Err("{}: {}.{}: {}", file_, prefix_, field, reason);
+  }
+
+ private:
+  std::string_view file_;
+  std::string_view prefix_;
+};
+
+template <typename T>
+std::string NameList(const std::vector<T>& items) {
+  std::vector<std::string> names;
+  names.reserve(items.size());
+  for (const T& item : items) names.push_back(item.name);
+  return names.empty() ? std::string("none defined") : fmt::format("{}", fmt::join(names, ", "));
+}
+
+bool PositiveFinite(double v) { return std::isfinite(v) && v > 0; }
+
+}  // namespace
+
+const std::vector<std::string>& KnownVendors() {
+  static const std::vector<std::string> kVendors = {"cpu",  "cuda", "rocm", "ascend",
+                                                    "mlu", "musa", "xpu"};
+  return kVendors;
+}
+
+Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefix) {
+  finalized_ = false;
+  const Where where(file, field_prefix);
+  if (device_types.empty()) return where.Error("device_types", "at least one device type needed");
+  if (nodes.empty()) return where.Error("nodes", "at least one node needed");
+
+  std::map<std::string, int, std::less<>> type_index;
+  for (size_t i = 0; i < device_types.size(); ++i) {
+    const DeviceType& t = device_types[i];
+    const std::string at = fmt::format("device_types[{}]", i);
+    if (t.name.empty()) return where.Error(at + ".name", "must not be empty");
+    if (!type_index.emplace(t.name, static_cast<int>(i)).second) {
+      return where.Error(at + ".name", fmt::format("duplicate device type name '{}'", t.name));
+    }
+    const auto& vendors = KnownVendors();
+    if (std::find(vendors.begin(), vendors.end(), t.vendor) == vendors.end()) {
+      return where.Error(at + ".vendor", fmt::format("unknown vendor stack '{}' (known: {})",
+                                                     t.vendor, fmt::join(vendors, ", ")));
+    }
+    if (!PositiveFinite(t.peak_fp32_flops)) {
+      return where.Error(at + ".peak_flops.fp32", fmt::format("must be positive, got {}",
+                                                              t.peak_fp32_flops));
+    }
+    if (!PositiveFinite(t.peak_bf16_flops)) {
+      return where.Error(at + ".peak_flops.bf16", fmt::format("must be positive, got {}",
+                                                              t.peak_bf16_flops));
+    }
+    if (!PositiveFinite(t.memory_bytes)) {
+      return where.Error(at + ".memory", fmt::format("must be positive, got {}", t.memory_bytes));
+    }
+    if (!PositiveFinite(t.memory_bandwidth)) {
+      return where.Error(at + ".memory_bandwidth",
+                         fmt::format("must be positive, got {}", t.memory_bandwidth));
+    }
+    if (t.emulated) {
+      if (!PositiveFinite(t.emulated->flops_per_s)) {
+        return where.Error(at + ".emulated.flops",
+                           fmt::format("must be positive, got {}", t.emulated->flops_per_s));
+      }
+      if (!PositiveFinite(t.emulated->memory_bandwidth)) {
+        return where.Error(at + ".emulated.memory_bandwidth",
+                           fmt::format("must be positive, got {}", t.emulated->memory_bandwidth));
+      }
+    }
+  }
+
+  std::map<std::string, int, std::less<>> link_index;
+  for (size_t i = 0; i < link_classes.size(); ++i) {
+    const LinkClass& l = link_classes[i];
+    const std::string at = fmt::format("link_classes[{}]", i);
+    if (l.name.empty()) return where.Error(at + ".name", "must not be empty");
+    if (!link_index.emplace(l.name, static_cast<int>(i)).second) {
+      return where.Error(at + ".name", fmt::format("duplicate link class name '{}'", l.name));
+    }
+    if (!std::isfinite(l.latency_s) || l.latency_s < 0) {
+      return where.Error(at + ".latency", fmt::format("must be >= 0, got {}", l.latency_s));
+    }
+    if (!PositiveFinite(l.bandwidth)) {
+      return where.Error(at + ".bandwidth", fmt::format("must be positive, got {}", l.bandwidth));
+    }
+    if (!(l.efficiency > 0 && l.efficiency <= 1)) {
+      return where.Error(at + ".efficiency",
+                         fmt::format("must be in (0, 1], got {}", l.efficiency));
+    }
+  }
+  auto find_link = [&](const std::string& link_name, const std::string& field) -> Result<int> {
+    auto it = link_index.find(link_name);
+    if (it == link_index.end()) {
+      return where.Error(field, fmt::format("unknown link class '{}' (known: {})", link_name,
+                                            NameList(link_classes)));
+    }
+    return it->second;
+  };
+
+  std::map<std::string, int, std::less<>> node_index;
+  node_first_device_.assign(nodes.size(), 0);
+  node_intra_link_.assign(nodes.size(), -1);
+  devices_.clear();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeSpec& n = nodes[i];
+    const std::string at = fmt::format("nodes[{}]", i);
+    if (n.name.empty()) return where.Error(at + ".name", "must not be empty");
+    if (!node_index.emplace(n.name, static_cast<int>(i)).second) {
+      return where.Error(at + ".name", fmt::format("duplicate node name '{}'", n.name));
+    }
+    auto type_it = type_index.find(n.device_type);
+    if (type_it == type_index.end()) {
+      return where.Error(at + ".device_type", fmt::format("unknown device type '{}' (known: {})",
+                                                          n.device_type, NameList(device_types)));
+    }
+    if (n.device_count <= 0) {
+      return where.Error(at + ".device_count",
+                         fmt::format("must be positive, got {}", n.device_count));
+    }
+    if (!n.intra_link.empty()) {
+      MOTLEY_ASSIGN_OR_RETURN(node_intra_link_[i], find_link(n.intra_link, at + ".intra_link"));
+    } else if (n.device_count > 1) {
+      return where.Error(at + ".intra_link",
+                         fmt::format("required: the node has {} devices", n.device_count));
+    }
+    for (size_t k = 0; k < n.nics.size(); ++k) {
+      MOTLEY_RETURN_IF_ERROR(find_link(n.nics[k], fmt::format("{}.nics[{}]", at, k)).status());
+    }
+    node_first_device_[i] = static_cast<int>(devices_.size());
+    for (int local = 0; local < n.device_count; ++local) {
+      DeviceInfo d;
+      d.id = static_cast<int>(devices_.size());
+      d.node = static_cast<int>(i);
+      d.local_index = local;
+      d.type = type_it->second;
+      devices_.push_back(d);
+    }
+  }
+
+  // Islands: drop previously appended singletons so that Finalize() can run again after edits.
+  std::erase_if(islands, [](const IslandSpec& s) { return s.implicit; });
+  node_island_.assign(nodes.size(), -1);
+  island_link_.clear();
+  std::set<std::string, std::less<>> island_names;
+  for (size_t i = 0; i < islands.size(); ++i) {
+    const IslandSpec& s = islands[i];
+    const std::string at = fmt::format("islands[{}]", i);
+    if (s.name.empty()) return where.Error(at + ".name", "must not be empty");
+    if (!island_names.insert(s.name).second) {
+      return where.Error(at + ".name", fmt::format("duplicate island name '{}'", s.name));
+    }
+    if (s.nodes.empty()) return where.Error(at + ".nodes", "an island needs at least one node");
+    for (size_t k = 0; k < s.nodes.size(); ++k) {
+      const std::string field = fmt::format("{}.nodes[{}]", at, k);
+      auto it = node_index.find(s.nodes[k]);
+      if (it == node_index.end()) {
+        return where.Error(field, fmt::format("unknown node '{}'", s.nodes[k]));
+      }
+      if (node_island_[it->second] >= 0) {
+        return where.Error(field, fmt::format("node '{}' is already in island '{}'", s.nodes[k],
+                                              islands[node_island_[it->second]].name));
+      }
+      node_island_[it->second] = static_cast<int>(i);
+    }
+    int link = -1;
+    if (!s.link.empty()) {
+      MOTLEY_ASSIGN_OR_RETURN(link, find_link(s.link, at + ".link"));
+    } else if (s.nodes.size() > 1) {
+      return where.Error(at + ".link",
+                         fmt::format("required: the island has {} nodes", s.nodes.size()));
+    }
+    island_link_.push_back(link);
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (node_island_[i] >= 0) continue;
+    IslandSpec single;
+    single.name = nodes[i].name;
+    single.nodes = {nodes[i].name};
+    single.implicit = true;
+    node_island_[i] = static_cast<int>(islands.size());
+    islands.push_back(single);
+    island_link_.push_back(-1);
+  }
+  inter_island_link_index_ = -1;
+  if (!inter_island_link.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(inter_island_link_index_,
+                            find_link(inter_island_link, "inter_island_link"));
+  } else if (islands.size() > 1) {
+    return where.Error("inter_island_link",
+                       fmt::format("required: the cluster has {} islands (a node outside every "
+                                   "declared island is an island of its own)",
+                                   islands.size()));
+  }
+  for (DeviceInfo& d : devices_) d.island = node_island_[d.node];
+  finalized_ = true;
+  return Status::Ok();
+}
+
+int ClusterSpec::num_devices() const {
+  MOTLEY_CHECK(finalized_, "ClusterSpec used before Finalize()");
+  return static_cast<int>(devices_.size());
+}
+
+const std::vector<DeviceInfo>& ClusterSpec::devices() const {
+  MOTLEY_CHECK(finalized_, "ClusterSpec used before Finalize()");
+  return devices_;
+}
+
+const DeviceInfo& ClusterSpec::device(int id) const {
+  MOTLEY_CHECK(finalized_, "ClusterSpec used before Finalize()");
+  MOTLEY_CHECK(id >= 0 && id < static_cast<int>(devices_.size()), "device id out of range");
+  return devices_[static_cast<size_t>(id)];
+}
+
+const DeviceType& ClusterSpec::device_type_of(int id) const {
+  return device_types[static_cast<size_t>(device(id).type)];
+}
+
+const NodeSpec& ClusterSpec::node_of(int id) const {
+  return nodes[static_cast<size_t>(device(id).node)];
+}
+
+const LinkClass& ClusterSpec::LinkBetween(int a, int b) const {
+  MOTLEY_CHECK(a != b, "LinkBetween needs two distinct devices");
+  const DeviceInfo& da = device(a);
+  const DeviceInfo& db = device(b);
+  int link = -1;
+  if (da.node == db.node) {
+    link = node_intra_link_[static_cast<size_t>(da.node)];
+  } else if (da.island == db.island) {
+    link = island_link_[static_cast<size_t>(da.island)];
+  } else {
+    link = inter_island_link_index_;
+  }
+  MOTLEY_CHECK(link >= 0, "Finalize() guarantees a link between any two devices");
+  return link_classes[static_cast<size_t>(link)];
+}
+
+const DeviceType* ClusterSpec::FindDeviceType(std::string_view type_name) const {
+  for (const DeviceType& t : device_types) {
+    if (t.name == type_name) return &t;
+  }
+  return nullptr;
+}
+
+const LinkClass* ClusterSpec::FindLinkClass(std::string_view link_name) const {
+  for (const LinkClass& l : link_classes) {
+    if (l.name == link_name) return &l;
+  }
+  return nullptr;
+}
+
+int ClusterSpec::FindNode(std::string_view node_name) const {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].name == node_name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::vector<int> ClusterSpec::DevicesPerType() const {
+  std::vector<int> counts(device_types.size(), 0);
+  for (const DeviceInfo& d : devices()) ++counts[static_cast<size_t>(d.type)];
+  return counts;
+}
+
+}  // namespace motley::spec

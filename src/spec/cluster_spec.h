@@ -1,0 +1,133 @@
+// ClusterSpec: the devices, nodes, islands and link classes of a (possibly heterogeneous, possibly
+// emulated) cluster, read from YAML (docs/formats/cluster.md), plus lookups that the predictor,
+// simulator and runtime share: a flat device list (global id -> node, local index, type) and
+// LinkBetween(a, b). Plain value type; const methods are thread-safe once Finalize() succeeded.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+
+namespace motley::spec {
+
+// Numeric precision a peak FLOP/s figure applies to.
+enum class Precision { kFp32, kBf16 };
+
+// The speed an emulated device pretends to have (DESIGN.md §6): an op is charged
+// max(FLOPs / flops_per_s, bytes / memory_bandwidth).
+struct EmulatedProfile {
+  FlopsPerSecond flops_per_s = 0;
+  BytesPerSecond memory_bandwidth = 0;
+};
+
+struct DeviceType {
+  std::string name;                  // e.g. "a100", "mi250", "cpu-fast"
+  std::string vendor;                // vendor stack: one of KnownVendors() ("cpu", "cuda", ...)
+  FlopsPerSecond peak_fp32_flops = 0;
+  FlopsPerSecond peak_bf16_flops = 0;
+  Bytes memory_bytes = 0;            // device memory capacity (enforced when emulated)
+  BytesPerSecond memory_bandwidth = 0;
+  std::optional<EmulatedProfile> emulated;  // set: run on the emulated backend at this speed
+
+  FlopsPerSecond PeakFlops(Precision precision) const {
+    return precision == Precision::kFp32 ? peak_fp32_flops : peak_bf16_flops;
+  }
+  bool is_emulated() const { return emulated.has_value(); }
+};
+
+// One kind of path between devices (alpha-beta model): time(S) = latency_s + S / (bandwidth *
+// efficiency).
+struct LinkClass {
+  std::string name;                  // e.g. "nvlink", "ib-hdr", "eth-25g"
+  Seconds latency_s = 0;
+  BytesPerSecond bandwidth = 0;      // nominal, bytes/s
+  double efficiency = 1.0;           // achievable fraction of `bandwidth`, in (0, 1]
+
+  BytesPerSecond EffectiveBandwidth() const { return bandwidth * efficiency; }
+  Seconds TransferTime(Bytes bytes) const { return latency_s + bytes / EffectiveBandwidth(); }
+};
+
+struct NodeSpec {
+  std::string name;                  // unique; "group-k" when expanded from `repeat:`
+  std::string group;                 // the YAML entry's name (== name without `repeat:`)
+  std::string device_type;           // a DeviceType name
+  int device_count = 0;
+  std::string intra_link;            // link class between devices of this node ("" if 1 device)
+  std::vector<std::string> nics;     // link classes of the network cards (may be empty)
+};
+
+struct IslandSpec {
+  std::string name;
+  std::vector<std::string> nodes;    // node names (a `repeat:` group name is expanded on parse)
+  std::string link;                  // link class between nodes of this island
+  bool implicit = false;             // a one-node island appended by Finalize()
+};
+
+// One device of the flat list; global ids are 0..N-1 in node order, then local index.
+struct DeviceInfo {
+  int id = 0;
+  int node = 0;                      // index into ClusterSpec::nodes
+  int local_index = 0;               // index inside its node
+  int type = 0;                      // index into ClusterSpec::device_types
+  int island = 0;                    // index into ClusterSpec::islands (after Finalize)
+};
+
+class ClusterSpec {
+ public:
+  std::string name;
+  std::vector<DeviceType> device_types;
+  std::vector<LinkClass> link_classes;
+  std::vector<NodeSpec> nodes;
+  // Declared islands. Finalize() appends a singleton island (named after the node) for every node
+  // that no declared island lists.
+  std::vector<IslandSpec> islands;
+  std::string inter_island_link;     // link class between islands; required when > 1 island
+
+  // Validates names, sizes and references and builds the device index. Call after editing the
+  // fields; the parse functions return finalized specs. Messages read "<file>: <prefix>.<field>:
+  // <reason>", e.g. Finalize("run.yaml", "cluster") -> "run.yaml: cluster.nodes[2].device_type:
+  // unknown device type 'h100x' (known: a100, mi250)". Node indices are those after `repeat:`
+  // expansion.
+  Status Finalize(std::string_view file = "cluster", std::string_view field_prefix = "");
+  bool finalized() const { return finalized_; }
+
+  // All accessors below require finalized() (checked).
+  int num_devices() const;
+  const std::vector<DeviceInfo>& devices() const;
+  const DeviceInfo& device(int id) const;
+  const DeviceType& device_type_of(int id) const;
+  const NodeSpec& node_of(int id) const;
+  // The link class joining two distinct devices: same node -> the node's intra_link; same island ->
+  // the island's link; else inter_island_link. MOTLEY_CHECKs a != b and valid ids.
+  const LinkClass& LinkBetween(int a, int b) const;
+  // Lookups by name; nullptr / -1 when absent.
+  const DeviceType* FindDeviceType(std::string_view type_name) const;
+  const LinkClass* FindLinkClass(std::string_view link_name) const;
+  int FindNode(std::string_view node_name) const;
+  // Device count per device type name, in device_types order.
+  std::vector<int> DevicesPerType() const;
+
+ private:
+  bool finalized_ = false;
+  std::vector<DeviceInfo> devices_;
+  std::vector<int> node_first_device_;
+  std::vector<int> node_island_;
+  std::vector<int> node_intra_link_;   // -1 when the node has no intra link
+  std::vector<int> island_link_;       // -1 when the island has no link (one node)
+  int inter_island_link_index_ = -1;
+};
+
+// Vendor stacks a device type may name ("cpu", "cuda", "rocm", "ascend", "mlu", "musa", "xpu").
+const std::vector<std::string>& KnownVendors();
+
+// Reads a cluster file (docs/formats/cluster.md). Errors: "<path>: <field>: <reason>".
+Result<ClusterSpec> LoadClusterSpec(const std::string& path);
+// Parses YAML text; `name_for_errors` plays the role of the file name in messages.
+Result<ClusterSpec> ParseClusterSpec(std::string_view yaml_text, std::string_view name_for_errors);
+
+}  // namespace motley::spec

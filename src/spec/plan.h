@@ -1,0 +1,101 @@
+// Plan: how a model is laid out on a cluster (docs/formats/plan.md): pipelines (data-parallel
+// replicas, possibly of different shapes), each an ordered list of stages (a contiguous block range
+// on a TP group of devices), the pipeline's micro-batch count and size, the pipeline schedule,
+// recompute and optimizer sharding. Written by the planner or by hand as versioned JSON
+// ("format": "motley-plan", "version": 1), read by the runtime and the simulator. Plain value types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "spec/cluster_spec.h"
+#include "spec/model_spec.h"
+#include "spec/train_spec.h"
+
+namespace motley::spec {
+
+enum class Recompute { kNone, kSelective, kFull };
+enum class OptimizerSharding { kNone, kZero1 };
+// Order of forwards and backwards inside a pipeline; sched/schedule.h builds the action lists.
+enum class PipelineSchedule { k1F1B, kGPipe };
+
+std::string_view RecomputeName(Recompute r);                   // "none" | "selective" | "full"
+std::string_view OptimizerShardingName(OptimizerSharding s);   // "none" | "zero1"
+std::string_view PipelineScheduleName(PipelineSchedule s);     // "1f1b" | "gpipe"
+
+struct StagePlan {
+  int64_t first_block = 0;      // first transformer block of the stage
+  int64_t num_blocks = 0;       // blocks [first_block, first_block + num_blocks)
+  bool has_embedding = false;   // token embedding (first stage only)
+  bool has_head = false;        // final RMSNorm + LM head + loss (last stage only)
+  std::vector<int> devices;     // global device ids of the TP group, in TP-rank order
+  int tp_degree = 1;            // == devices.size()
+
+  int64_t end_block() const { return first_block + num_blocks; }
+};
+
+struct PipelinePlan {
+  std::vector<StagePlan> stages;  // in pipeline order
+  int64_t micro_batches = 1;      // m: micro-batches per step through this pipeline
+  int64_t micro_batch_size = 1;   // b: sequences per micro-batch
+
+  int num_stages() const { return static_cast<int>(stages.size()); }
+  int64_t samples_per_step() const { return micro_batches * micro_batch_size; }
+};
+
+struct Plan {
+  std::vector<PipelinePlan> pipelines;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  Recompute recompute = Recompute::kNone;
+  OptimizerSharding optimizer_sharding = OptimizerSharding::kNone;
+  std::string comment;     // free text (who wrote it, why); round-trips through JSON
+  std::string source;      // file the plan was read from, for error messages; not serialized
+
+  int num_devices() const;  // devices used by all stages
+};
+
+// Reads a plan file. Errors: "<path>: <field path>: <reason>". Structure only; see ValidatePlan.
+Result<Plan> LoadPlan(const std::string& path);
+// Parses plan JSON; `name` stands for the file name in messages and becomes Plan::source.
+Result<Plan> ParsePlan(std::string_view json_text, std::string_view name);
+// Serializes to the versioned JSON format (2-space indent, trailing newline).
+std::string PlanToJson(const Plan& plan);
+// Writes PlanToJson atomically.
+Status SavePlan(const Plan& plan, const std::string& path);
+
+// Checks a plan against a cluster, model and training setup: every block covered exactly once
+// per pipeline and in order; embedding on the first and head on the last stage only; every device
+// exists and is used once in the whole plan; tp_degree == devices.size() and divides heads, kv
+// heads, ffn width and vocabulary; a stage's devices share one node and one type; micro_batches >=
+// number of stages; sum over pipelines of micro_batches * micro_batch_size == train.global_batch.
+// Errors name pipeline, stage and field, prefixed with Plan::source (or "plan"):
+// "plan.json: pipelines[1].stages[2].devices: device 7 is already used by pipelines[0].stages[3]".
+Status ValidatePlan(const Plan& plan, const ClusterSpec& cluster, const ModelSpec& model,
+                    const TrainSpec& train);
+
+// Uniform Megatron-style plan on the first dp*pp*tp devices: `dp` identical pipelines of `pp`
+// stages with `tp` devices each; ranks ordered tp fastest, then dp, then pp (Megatron's default),
+// blocks split as evenly as possible (earlier stages take the remainder), global batch split evenly
+// over pipelines in micro-batches of `micro_batch_size`. Errors when the shape does not fit (too
+// few devices, a TP group crossing a node, batch not divisible, more stages than blocks, ...);
+// the result passes ValidatePlan.
+struct UniformPlanOptions {
+  int dp = 1;
+  int pp = 1;
+  int tp = 1;
+  int64_t micro_batch_size = 1;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  Recompute recompute = Recompute::kNone;
+  OptimizerSharding optimizer_sharding = OptimizerSharding::kNone;
+};
+Result<Plan> UniformPlan(const ClusterSpec& cluster, const ModelSpec& model,
+                         const TrainSpec& train, const UniformPlanOptions& options);
+
+// Splits `num_blocks` into `parts` contiguous ranges as evenly as possible (the first
+// num_blocks % parts ranges get one more). Returns the block counts.
+std::vector<int64_t> EvenSplit(int64_t num_blocks, int parts);
+
+}  // namespace motley::spec

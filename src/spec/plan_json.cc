@@ -1,0 +1,246 @@
+// Plan <-> versioned JSON (docs/formats/plan.md). nlohmann exceptions stop here.
+#include <initializer_list>
+#include <limits>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/file_util.h"
+#include "spec/plan.h"
+
+namespace motley::spec {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kFormat = "motley-plan";
+constexpr int64_t kVersion = 1;
+
+std::string Describe(const json& j) {
+  std::string text = j.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return fmt::format("{} {}", j.type_name(), text);
+}
+
+// A JSON object with its file and field path, mirroring yaml_reader.h's MapReader.
+class Obj {
+ public:
+  Obj(const json& j, std::string file, std::string path)
+      : j_(j), file_(std::move(file)), path_(std::move(path)) {}
+
+  static Result<Obj> Make(const json& j, const std::string& file, const std::string& path) {
+    if (!j.is_object()) {
+      return Err("{}: {}: expected an object, got {}", file, path.empty() ? "(top level)" : path,
+                 Describe(j));
+    }
+    return Obj(j, file, path);
+  }
+  std::string PathOf(std::string_view key) const {
+    return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
+  }
+  Status Error(std::string_view key, std::string_view reason) const {
+    return Err("{}: {}: {}", file_, PathOf(key), reason);
+  }
+  Status CheckKeys(std::initializer_list<std::string_view> allowed) const {
+    for (const auto& [key, value] : j_.items()) {
+      bool known = false;
+      for (std::string_view a : allowed) known = known || a == key;
+      if (!known) return Error(key, fmt::format("unknown key (known: {})", fmt::join(allowed, ", ")));
+    }
+    return Status::Ok();
+  }
+  bool Has(std::string_view key) const { return j_.contains(key); }
+  const json& Get(std::string_view key) const { return j_.at(std::string(key)); }
+  Result<int64_t> Int(std::string_view key) const {
+    if (!Has(key)) return Error(key, "missing required field");
+    const json& v = Get(key);
+    if (!v.is_number_integer()) return Error(key, "expected an integer, got " + Describe(v));
+    if (v.is_number_unsigned() &&
+        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Error(key, "integer out of range");
+    }
+    return v.get<int64_t>();
+  }
+  Result<bool> Bool(std::string_view key, bool fallback) const {
+    if (!Has(key)) return fallback;
+    const json& v = Get(key);
+    if (!v.is_boolean()) return Error(key, "expected true or false, got " + Describe(v));
+    return v.get<bool>();
+  }
+  Result<std::string> String(std::string_view key, bool required) const {
+    if (!Has(key)) {
+      if (required) return Error(key, "missing required field");
+      return std::string();
+    }
+    const json& v = Get(key);
+    if (!v.is_string()) return Error(key, "expected a string, got " + Describe(v));
+    return v.get<std::string>();
+  }
+  Result<const json*> Array(std::string_view key) const {
+    if (!Has(key)) return Error(key, "missing required field");
+    const json& v = Get(key);
+    if (!v.is_array()) return Error(key, "expected an array, got " + Describe(v));
+    return &v;
+  }
+  const std::string& file() const { return file_; }
+
+ private:
+  const json& j_;
+  std::string file_;
+  std::string path_;
+};
+
+template <typename Enum>
+Result<Enum> ParseEnum(const Obj& obj, std::string_view key, Enum fallback,
+                       std::initializer_list<Enum> values, std::string_view (*name)(Enum)) {
+  MOTLEY_ASSIGN_OR_RETURN(const std::string text, obj.String(key, false));
+  if (text.empty()) return fallback;
+  std::vector<std::string_view> names;
+  for (Enum v : values) {
+    if (name(v) == text) return v;
+    names.push_back(name(v));
+  }
+  return obj.Error(key, fmt::format("unknown value '{}' (known: {})", text, fmt::join(names, ", ")));
+}
+
+Result<StagePlan> ParseStage(const json& j, const std::string& file, const std::string& path) {
+  MOTLEY_ASSIGN_OR_RETURN(const Obj obj, Obj::Make(j, file, path));
+  MOTLEY_RETURN_IF_ERROR(obj.CheckKeys(
+      {"first_block", "num_blocks", "has_embedding", "has_head", "devices", "tp_degree"}));
+  StagePlan s;
+  MOTLEY_ASSIGN_OR_RETURN(s.first_block, obj.Int("first_block"));
+  MOTLEY_ASSIGN_OR_RETURN(s.num_blocks, obj.Int("num_blocks"));
+  MOTLEY_ASSIGN_OR_RETURN(s.has_embedding, obj.Bool("has_embedding", false));
+  MOTLEY_ASSIGN_OR_RETURN(s.has_head, obj.Bool("has_head", false));
+  MOTLEY_ASSIGN_OR_RETURN(const json* devices, obj.Array("devices"));
+  for (size_t k = 0; k < devices->size(); ++k) {
+    const json& d = (*devices)[k];
+    if (!d.is_number_integer() || d.get<int64_t>() < 0 ||
+        d.get<int64_t>() > std::numeric_limits<int>::max()) {
+      return Err("{}: {}[{}]: expected a device id (integer >= 0), got {}", file,
+                 obj.PathOf("devices"), k, Describe(d));
+    }
+    s.devices.push_back(static_cast<int>(d.get<int64_t>()));
+  }
+  s.tp_degree = static_cast<int>(s.devices.size());
+  if (obj.Has("tp_degree")) {
+    MOTLEY_ASSIGN_OR_RETURN(const int64_t tp, obj.Int("tp_degree"));
+    if (tp < 1 || tp > std::numeric_limits<int>::max()) {
+      return obj.Error("tp_degree", fmt::format("must be positive, got {}", tp));
+    }
+    s.tp_degree = static_cast<int>(tp);
+  }
+  return s;
+}
+
+Result<PipelinePlan> ParsePipeline(const json& j, const std::string& file,
+                                   const std::string& path) {
+  MOTLEY_ASSIGN_OR_RETURN(const Obj obj, Obj::Make(j, file, path));
+  MOTLEY_RETURN_IF_ERROR(obj.CheckKeys({"micro_batches", "micro_batch_size", "stages"}));
+  PipelinePlan p;
+  MOTLEY_ASSIGN_OR_RETURN(p.micro_batches, obj.Int("micro_batches"));
+  if (p.micro_batches < 1) {
+    return obj.Error("micro_batches", fmt::format("must be positive, got {}", p.micro_batches));
+  }
+  MOTLEY_ASSIGN_OR_RETURN(p.micro_batch_size, obj.Int("micro_batch_size"));
+  if (p.micro_batch_size < 1) {
+    return obj.Error("micro_batch_size",
+                     fmt::format("must be positive, got {}", p.micro_batch_size));
+  }
+  MOTLEY_ASSIGN_OR_RETURN(const json* stages, obj.Array("stages"));
+  for (size_t s = 0; s < stages->size(); ++s) {
+    MOTLEY_ASSIGN_OR_RETURN(StagePlan stage,
+                            ParseStage((*stages)[s], file, fmt::format("{}[{}]", obj.PathOf("stages"), s)));
+    p.stages.push_back(std::move(stage));
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<Plan> ParsePlan(std::string_view json_text, std::string_view name) {
+  const std::string file(name);
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::exception& e) {
+    return Err("{}: JSON syntax error: {}", file, e.what());
+  }
+  MOTLEY_ASSIGN_OR_RETURN(const Obj obj, Obj::Make(root, file, ""));
+  MOTLEY_RETURN_IF_ERROR(obj.CheckKeys({"format", "version", "schedule", "recompute",
+                                        "optimizer_sharding", "comment", "pipelines"}));
+  MOTLEY_ASSIGN_OR_RETURN(const std::string format, obj.String("format", true));
+  if (format != kFormat) {
+    return obj.Error("format", fmt::format("expected '{}', got '{}'", kFormat, format));
+  }
+  MOTLEY_ASSIGN_OR_RETURN(const int64_t version, obj.Int("version"));
+  if (version != kVersion) {
+    return obj.Error("version",
+                     fmt::format("unsupported version {} (this build reads {})", version, kVersion));
+  }
+  Plan plan;
+  plan.source = file;
+  MOTLEY_ASSIGN_OR_RETURN(
+      plan.schedule, ParseEnum(obj, "schedule", PipelineSchedule::k1F1B,
+                               {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe},
+                               &PipelineScheduleName));
+  MOTLEY_ASSIGN_OR_RETURN(
+      plan.recompute, ParseEnum(obj, "recompute", Recompute::kNone,
+                                {Recompute::kNone, Recompute::kSelective, Recompute::kFull},
+                                &RecomputeName));
+  MOTLEY_ASSIGN_OR_RETURN(
+      plan.optimizer_sharding,
+      ParseEnum(obj, "optimizer_sharding", OptimizerSharding::kNone,
+                {OptimizerSharding::kNone, OptimizerSharding::kZero1}, &OptimizerShardingName));
+  MOTLEY_ASSIGN_OR_RETURN(plan.comment, obj.String("comment", false));
+  MOTLEY_ASSIGN_OR_RETURN(const json* pipelines, obj.Array("pipelines"));
+  for (size_t p = 0; p < pipelines->size(); ++p) {
+    MOTLEY_ASSIGN_OR_RETURN(PipelinePlan pipe,
+                            ParsePipeline((*pipelines)[p], file, fmt::format("pipelines[{}]", p)));
+    plan.pipelines.push_back(std::move(pipe));
+  }
+  return plan;
+}
+
+Result<Plan> LoadPlan(const std::string& path) {
+  MOTLEY_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  return ParsePlan(text, path);
+}
+
+std::string PlanToJson(const Plan& plan) {
+  nlohmann::ordered_json root = nlohmann::ordered_json::object();
+  root["format"] = kFormat;
+  root["version"] = kVersion;
+  root["schedule"] = PipelineScheduleName(plan.schedule);
+  root["recompute"] = RecomputeName(plan.recompute);
+  root["optimizer_sharding"] = OptimizerShardingName(plan.optimizer_sharding);
+  if (!plan.comment.empty()) root["comment"] = plan.comment;
+  nlohmann::ordered_json pipelines = nlohmann::ordered_json::array();
+  for (const PipelinePlan& p : plan.pipelines) {
+    nlohmann::ordered_json pj = nlohmann::ordered_json::object();
+    pj["micro_batches"] = p.micro_batches;
+    pj["micro_batch_size"] = p.micro_batch_size;
+    nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+    for (const StagePlan& s : p.stages) {
+      nlohmann::ordered_json sj = nlohmann::ordered_json::object();
+      sj["first_block"] = s.first_block;
+      sj["num_blocks"] = s.num_blocks;
+      sj["has_embedding"] = s.has_embedding;
+      sj["has_head"] = s.has_head;
+      sj["devices"] = s.devices;
+      sj["tp_degree"] = s.tp_degree;
+      stages.push_back(std::move(sj));
+    }
+    pj["stages"] = std::move(stages);
+    pipelines.push_back(std::move(pj));
+  }
+  root["pipelines"] = std::move(pipelines);
+  return root.dump(2) + "\n";
+}
+
+Status SavePlan(const Plan& plan, const std::string& path) {
+  return WriteFileAtomic(path, PlanToJson(plan));
+}
+
+}  // namespace motley::spec

@@ -1,0 +1,220 @@
+// Plan: JSON round trip, ValidatePlan's rules (one test per rule, exact messages), UniformPlan.
+#include "spec/plan.h"
+
+#include <gtest/gtest.h>
+
+namespace motley::spec {
+namespace {
+
+ClusterSpec Cluster() {  // node f: devices 0-1 (fast); node s: devices 2-5 (slow)
+  Result<ClusterSpec> c = ParseClusterSpec(R"(
+device_types:
+  - {name: fast, vendor: cpu, peak_flops: 2 GFLOPS, memory: 1 GiB, memory_bandwidth: 1 GB/s}
+  - {name: slow, vendor: cpu, peak_flops: 1 GFLOPS, memory: 1 GiB, memory_bandwidth: 1 GB/s}
+link_classes: [{name: shm, latency: 1 us, bandwidth: 1 GB/s}]
+nodes:
+  - {name: f, device_type: fast, device_count: 2, intra_link: shm}
+  - {name: s, device_type: slow, device_count: 4, intra_link: shm}
+inter_island_link: shm
+)",
+                                           "c.yaml");
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return *c;
+}
+
+ModelSpec Model() {  // 4 blocks, 4 heads, 2 kv heads
+  ModelSpec m = *ModelPreset("tiny");
+  m.num_blocks = 4;
+  return m;
+}
+
+TrainSpec Train(int64_t global_batch) {
+  TrainSpec t;
+  t.global_batch = global_batch;
+  return t;
+}
+
+StagePlan Stage(int64_t first, int64_t n, bool emb, bool head, std::vector<int> devices) {
+  StagePlan s;
+  s.first_block = first;
+  s.num_blocks = n;
+  s.has_embedding = emb;
+  s.has_head = head;
+  s.tp_degree = static_cast<int>(devices.size());
+  s.devices = std::move(devices);
+  return s;
+}
+
+// Pipeline 0: devices 0 | 1 (2 stages); pipeline 1: devices {2,3} (TP 2) | 4 | 5 (3 stages).
+Plan GoodPlan() {
+  Plan p;
+  p.source = "plan.json";
+  PipelinePlan a;
+  a.micro_batches = 4;
+  a.micro_batch_size = 2;
+  a.stages = {Stage(0, 3, true, false, {0}), Stage(3, 1, false, true, {1})};
+  PipelinePlan b;
+  b.micro_batches = 4;
+  b.micro_batch_size = 1;
+  b.stages = {Stage(0, 1, true, false, {2, 3}), Stage(1, 2, false, false, {4}),
+              Stage(3, 1, false, true, {5})};
+  p.pipelines = {a, b};
+  p.recompute = Recompute::kSelective;
+  p.optimizer_sharding = OptimizerSharding::kZero1;
+  p.comment = "test";
+  return p;
+}
+
+std::string Validate(const Plan& p, int64_t global_batch = 12) {
+  return ValidatePlan(p, Cluster(), Model(), Train(global_batch)).message();
+}
+
+TEST(PlanTest, GoodPlanValidatesAndRoundTripsThroughJson) {
+  const Plan p = GoodPlan();
+  EXPECT_EQ(Validate(p), "");
+  EXPECT_EQ(p.num_devices(), 6);
+  const std::string json = PlanToJson(p);
+  EXPECT_NE(json.find("\"format\": \"motley-plan\""), std::string::npos);
+  Result<Plan> back = ParsePlan(json, "again.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->source, "again.json");
+  EXPECT_EQ(back->recompute, Recompute::kSelective);
+  EXPECT_EQ(back->optimizer_sharding, OptimizerSharding::kZero1);
+  EXPECT_EQ(back->schedule, PipelineSchedule::k1F1B);
+  EXPECT_EQ(back->comment, "test");
+  ASSERT_EQ(back->pipelines.size(), 2u);
+  EXPECT_EQ(back->pipelines[1].stages[0].devices, (std::vector<int>{2, 3}));
+  EXPECT_EQ(back->pipelines[1].stages[0].tp_degree, 2);
+  EXPECT_EQ(back->pipelines[0].micro_batch_size, 2);
+  EXPECT_EQ(PlanToJson(*back), json);
+}
+
+TEST(PlanTest, DeviceUsedTwiceNamesBothPlaces) {
+  Plan p = GoodPlan();
+  p.pipelines[1].stages[2].devices = {1};
+  EXPECT_EQ(Validate(p),
+            "plan.json: pipelines[1].stages[2].devices: device 1 is already used by "
+            "pipelines[0].stages[1]");
+}
+
+TEST(PlanTest, DeviceMustExist) {
+  Plan p = GoodPlan();
+  p.pipelines[0].stages[1].devices = {6};
+  EXPECT_EQ(Validate(p), "plan.json: pipelines[0].stages[1].devices: device 6 does not exist "
+                         "(the cluster has devices 0..5)");
+}
+
+TEST(PlanTest, BlocksCoveredOnceInOrder) {
+  Plan p = GoodPlan();
+  p.pipelines[1].stages[1].first_block = 2;  // gap
+  EXPECT_EQ(Validate(p), "plan.json: pipelines[1].stages[1].first_block: expected 1 (where the "
+                         "previous stage ends), got 2");
+  p = GoodPlan();
+  p.pipelines[0].stages[1].num_blocks = 0;  // blocks end at 3 of 4
+  EXPECT_EQ(Validate(p), "plan.json: pipelines[0].stages: blocks end at 3, the model has 4 blocks");
+  p = GoodPlan();
+  p.pipelines[0].stages[1].num_blocks = 2;
+  EXPECT_EQ(Validate(p), "plan.json: pipelines[0].stages[1].num_blocks: blocks [3, 5) exceed the "
+                         "model's 4 blocks");
+}
+
+TEST(PlanTest, EmbeddingFirstHeadLast) {
+  Plan p = GoodPlan();
+  p.pipelines[0].stages[0].has_embedding = false;
+  EXPECT_EQ(Validate(p), "plan.json: pipelines[0].stages[0].has_embedding: the first stage must "
+                         "hold the embedding");
+  p = GoodPlan();
+  p.pipelines[1].stages[1].has_head = true;
+  EXPECT_EQ(Validate(p), "plan.json: pipelines[1].stages[1].has_head: only the last stage holds "
+                         "the head");
+}
+
+TEST(PlanTest, TensorParallelRules) {
+  Plan p = GoodPlan();
+  p.pipelines[1].stages[0].tp_degree = 1;
+  EXPECT_EQ(Validate(p), "plan.json: pipelines[1].stages[0].tp_degree: 1 differs from the number "
+                         "of devices 2");
+  p = GoodPlan();  // TP 3 does not divide 4 heads
+  p.pipelines[1].stages = {Stage(0, 3, true, false, {2, 3, 4}), Stage(3, 1, false, true, {5})};
+  EXPECT_EQ(Validate(p), "plan.json: pipelines[1].stages[0].tp_degree: 3 does not divide model "
+                         "num_heads 4");
+  p = GoodPlan();  // TP 4 does not divide 2 kv heads
+  p.pipelines = {GoodPlan().pipelines[0]};
+  p.pipelines[0].micro_batches = 6;
+  p.pipelines[0].stages[1].devices = {2, 3, 4, 5};
+  p.pipelines[0].stages[1].tp_degree = 4;
+  EXPECT_EQ(Validate(p), "plan.json: pipelines[0].stages[1].tp_degree: 4 does not divide model "
+                         "num_kv_heads 2");
+  p = GoodPlan();  // across nodes
+  p.pipelines[0].stages[1].devices = {1, 2};
+  p.pipelines[0].stages[1].tp_degree = 2;
+  p.pipelines[1].stages[0].devices = {3};
+  p.pipelines[1].stages[0].tp_degree = 1;
+  EXPECT_EQ(Validate(p), "plan.json: pipelines[0].stages[1].devices: device 2 is on node 's' but "
+                         "device 1 is on node 'f' (a TP group must stay inside one node)");
+}
+
+// A node holds one device type, so "one node" implies "one type"; an empty group is its own error.
+TEST(PlanTest, StageNeedsDevices) {
+  Plan p = GoodPlan();
+  p.pipelines[0].stages[0].devices = {};
+  p.pipelines[0].stages[0].tp_degree = 0;
+  EXPECT_EQ(Validate(p), "plan.json: pipelines[0].stages[0].devices: a stage needs at least one "
+                         "device");
+}
+
+TEST(PlanTest, MicroBatchesAndGlobalBatch) {
+  Plan p = GoodPlan();
+  p.pipelines[1].micro_batches = 2;
+  EXPECT_EQ(Validate(p, 10), "plan.json: pipelines[1].micro_batches: 2 is fewer than the 3 stages");
+  p = GoodPlan();
+  EXPECT_EQ(Validate(p, 16), "plan.json: pipelines: micro_batches * micro_batch_size sum to 12 "
+                             "over all pipelines, but train.global_batch is 16");
+  p.pipelines.clear();
+  EXPECT_EQ(Validate(p), "plan.json: pipelines: at least one pipeline needed");
+}
+
+TEST(PlanTest, UniformPlanIsMegatronOrdered) {
+  ClusterSpec c = Cluster();
+  c.device_types[0] = c.device_types[1];  // homogeneous types are not required, but keep simple
+  c.device_types[0].name = "fast";
+  ASSERT_TRUE(c.Finalize().ok());
+  UniformPlanOptions o;
+  o.dp = 2;
+  o.pp = 3;
+  o.tp = 1;
+  o.micro_batch_size = 2;
+  Result<Plan> p = UniformPlan(c, Model(), Train(12), o);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->pipelines.size(), 2u);
+  const PipelinePlan& second = p->pipelines[1];
+  EXPECT_EQ(second.micro_batches, 3);
+  ASSERT_EQ(second.stages.size(), 3u);
+  EXPECT_EQ(second.stages[0].devices, std::vector<int>{1});  // tp, then dp, then pp
+  EXPECT_EQ(second.stages[1].devices, std::vector<int>{3});
+  EXPECT_EQ(second.stages[2].devices, std::vector<int>{5});
+  EXPECT_EQ(second.stages[0].num_blocks, 2);  // 4 blocks over 3 stages: 2, 1, 1
+  EXPECT_EQ(second.stages[2].first_block, 3);
+
+  o = {};
+  o.tp = 4;  // devices 0..3 cross nodes f and s
+  Result<Plan> bad = UniformPlan(c, Model(), Train(4), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("crosses nodes"), std::string::npos);
+  o = {};
+  o.dp = 5;
+  EXPECT_NE(UniformPlan(c, Model(), Train(12), o).status().message().find("not divisible"),
+            std::string::npos);
+  o.dp = 7;
+  EXPECT_NE(UniformPlan(c, Model(), Train(14), o).status().message().find("exceeds"),
+            std::string::npos);
+}
+
+TEST(PlanTest, EvenSplitGivesRemainderToEarlyStages) {
+  EXPECT_EQ(EvenSplit(10, 4), (std::vector<int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(EvenSplit(80, 8), std::vector<int64_t>(8, 10));
+  EXPECT_EQ(EvenSplit(2, 3), (std::vector<int64_t>{1, 1, 0}));
+}
+
+}  // namespace
+}  // namespace motley::spec

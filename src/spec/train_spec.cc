@@ -1,0 +1,136 @@
+// The `train:` section of a run file -> TrainSpec, and its checks (declared in run_file.h).
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "spec/run_file.h"
+#include "spec/spec_yaml.h"
+#include "spec/train_spec.h"
+#include "spec/yaml_reader.h"
+
+namespace motley::spec {
+
+Status ValidateTrainSpec(const TrainSpec& train, std::string_view where) {
+  auto positive = [&](const char* field, int64_t value) -> Status {
+    if (value <= 0) return Err("{}.{}: must be positive, got {}", where, field, value);
+    return Status::Ok();
+  };
+  auto non_negative = [&](const char* field, double value) -> Status {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      return Err("{}.{}: must be >= 0, got {}", where, field, value);
+    }
+    return Status::Ok();
+  };
+  MOTLEY_RETURN_IF_ERROR(positive("global_batch", train.global_batch));
+  MOTLEY_RETURN_IF_ERROR(positive("seq_len", train.seq_len));
+  MOTLEY_RETURN_IF_ERROR(positive("steps", train.steps));
+  const OptimizerSpec& o = train.optimizer;
+  if (!(o.lr > 0.0F) || !std::isfinite(o.lr)) {
+    return Err("{}.optimizer.lr: must be positive, got {}", where, o.lr);
+  }
+  MOTLEY_RETURN_IF_ERROR(non_negative("optimizer.min_lr", static_cast<double>(o.min_lr)));
+  if (o.min_lr > o.lr) {
+    return Err("{}.optimizer.min_lr: {} exceeds lr {}", where, o.min_lr, o.lr);
+  }
+  MOTLEY_RETURN_IF_ERROR(
+      non_negative("optimizer.warmup_steps", static_cast<double>(o.warmup_steps)));
+  for (const auto& [field, beta] : {std::pair{"optimizer.beta1", o.beta1},
+                                    std::pair{"optimizer.beta2", o.beta2}}) {
+    if (!(beta >= 0.0F && beta < 1.0F)) {
+      return Err("{}.{}: must be in [0, 1), got {}", where, field, beta);
+    }
+  }
+  if (!(o.eps > 0.0F) || !std::isfinite(o.eps)) {
+    return Err("{}.optimizer.eps: must be positive, got {}", where, o.eps);
+  }
+  MOTLEY_RETURN_IF_ERROR(
+      non_negative("optimizer.weight_decay", static_cast<double>(o.weight_decay)));
+  MOTLEY_RETURN_IF_ERROR(non_negative("optimizer.grad_clip", static_cast<double>(o.grad_clip)));
+  const DataSpec& d = train.data;
+  if (d.format != "text" && d.format != "u16" && d.format != "u32") {
+    return Err("{}.data.format: unknown format '{}' (known: text, u16, u32)", where, d.format);
+  }
+  if (!(d.val_fraction >= 0 && d.val_fraction < 1)) {
+    return Err("{}.data.val_fraction: must be in [0, 1), got {}", where, d.val_fraction);
+  }
+  MOTLEY_RETURN_IF_ERROR(non_negative("val_every", static_cast<double>(train.val_every)));
+  MOTLEY_RETURN_IF_ERROR(non_negative("val_batches", static_cast<double>(train.val_batches)));
+  if (train.val_every > 0 && train.val_batches == 0) {
+    return Err("{}.val_batches: must be positive when val_every is set", where);
+  }
+  MOTLEY_RETURN_IF_ERROR(non_negative("threads", train.threads));
+  MOTLEY_RETURN_IF_ERROR(
+      non_negative("checkpoint.every_steps", static_cast<double>(train.checkpoint.every_steps)));
+  if (train.checkpoint.keep_last < 1) {
+    return Err("{}.checkpoint.keep_last: must be positive, got {}", where,
+               train.checkpoint.keep_last);
+  }
+  return Status::Ok();
+}
+
+namespace internal {
+namespace {
+
+std::string Resolve(const std::string& base_dir, const std::string& path) {
+  if (path.empty() || path.front() == '/' || base_dir.empty()) return path;
+  return base_dir + "/" + path;
+}
+
+}  // namespace
+
+Result<TrainSpec> ParseTrainNode(const YAML::Node& node, const std::string& file,
+                                 const std::string& path, const std::string& base_dir) {
+  MOTLEY_ASSIGN_OR_RETURN(const MapReader map, MapReader::Make(node, file, path));
+  MOTLEY_RETURN_IF_ERROR(map.CheckKeys({"global_batch", "seq_len", "steps", "seed", "optimizer",
+                                        "data", "val_every", "val_batches", "metrics_path",
+                                        "threads", "checkpoint"}));
+  TrainSpec t;
+  MOTLEY_ASSIGN_OR_RETURN(t.global_batch, map.Int("global_batch"));
+  MOTLEY_ASSIGN_OR_RETURN(t.seq_len, map.Int("seq_len"));
+  MOTLEY_ASSIGN_OR_RETURN(t.steps, map.Int("steps"));
+  MOTLEY_RETURN_IF_ERROR(map.OptUint("seed", &t.seed));
+  MOTLEY_RETURN_IF_ERROR(map.OptInt("val_every", &t.val_every));
+  MOTLEY_RETURN_IF_ERROR(map.OptInt("val_batches", &t.val_batches));
+  MOTLEY_RETURN_IF_ERROR(map.OptString("metrics_path", &t.metrics_path));
+  MOTLEY_RETURN_IF_ERROR(map.OptInt("threads", &t.threads));
+  if (map.Has("optimizer")) {
+    MOTLEY_ASSIGN_OR_RETURN(const MapReader o,
+                            MapReader::Make(map.Get("optimizer"), file, map.PathOf("optimizer")));
+    MOTLEY_RETURN_IF_ERROR(o.CheckKeys({"lr", "min_lr", "warmup_steps", "beta1", "beta2", "eps",
+                                        "weight_decay", "grad_clip"}));
+    OptimizerSpec& s = t.optimizer;
+    MOTLEY_RETURN_IF_ERROR(o.OptFloat("lr", &s.lr));
+    MOTLEY_RETURN_IF_ERROR(o.OptFloat("min_lr", &s.min_lr));
+    MOTLEY_RETURN_IF_ERROR(o.OptInt("warmup_steps", &s.warmup_steps));
+    MOTLEY_RETURN_IF_ERROR(o.OptFloat("beta1", &s.beta1));
+    MOTLEY_RETURN_IF_ERROR(o.OptFloat("beta2", &s.beta2));
+    MOTLEY_RETURN_IF_ERROR(o.OptFloat("eps", &s.eps));
+    MOTLEY_RETURN_IF_ERROR(o.OptFloat("weight_decay", &s.weight_decay));
+    MOTLEY_RETURN_IF_ERROR(o.OptFloat("grad_clip", &s.grad_clip));
+  }
+  if (map.Has("data")) {
+    MOTLEY_ASSIGN_OR_RETURN(const MapReader d,
+                            MapReader::Make(map.Get("data"), file, map.PathOf("data")));
+    MOTLEY_RETURN_IF_ERROR(d.CheckKeys({"format", "train_path", "val_path", "val_fraction"}));
+    MOTLEY_RETURN_IF_ERROR(d.OptString("format", &t.data.format));
+    MOTLEY_RETURN_IF_ERROR(d.OptString("train_path", &t.data.train_path));
+    MOTLEY_RETURN_IF_ERROR(d.OptString("val_path", &t.data.val_path));
+    MOTLEY_RETURN_IF_ERROR(d.OptDouble("val_fraction", &t.data.val_fraction));
+    t.data.train_path = Resolve(base_dir, t.data.train_path);
+    t.data.val_path = Resolve(base_dir, t.data.val_path);
+  }
+  if (map.Has("checkpoint")) {
+    MOTLEY_ASSIGN_OR_RETURN(const MapReader c, MapReader::Make(map.Get("checkpoint"), file,
+                                                               map.PathOf("checkpoint")));
+    MOTLEY_RETURN_IF_ERROR(c.CheckKeys({"dir", "every_steps", "keep_last"}));
+    MOTLEY_RETURN_IF_ERROR(c.OptString("dir", &t.checkpoint.dir));
+    MOTLEY_RETURN_IF_ERROR(c.OptInt("every_steps", &t.checkpoint.every_steps));
+    MOTLEY_RETURN_IF_ERROR(c.OptInt("keep_last", &t.checkpoint.keep_last));
+  }
+  MOTLEY_RETURN_IF_ERROR(ValidateTrainSpec(t, path.empty() ? file + ": train" : file + ": " + path));
+  return t;
+}
+
+}  // namespace internal
+}  // namespace motley::spec
