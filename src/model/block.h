@@ -1,0 +1,92 @@
+// One Llama decoder block, forward and backward by hand, as a pair (llm.c style):
+//
+//   ln1 = RMSNorm(x) * w_ln1
+//   q, k, v = ln1 @ Wq^T, ln1 @ Wk^T, ln1 @ Wv^T     laid out (B, T, NH|NKV, HS) straight away
+//   q, k = RoPE(q), RoPE(k)                           (Hugging Face rotate_half layout)
+//   a = CausalAttention(q, k, v)                      (B, T, NH, HS), grouped-query heads
+//   x2 = x + a @ Wo^T
+//   ln2 = RMSNorm(x2) * w_ln2
+//   out = x2 + (silu(ln2 @ Wg^T) * (ln2 @ Wu^T)) @ Wd^T
+//
+// Shape letters: B batch, T sequence, N = B*T rows, C hidden, NH/NKV heads, HS head size, F SwiGLU.
+// All ops go through tensor::Backend. Gradients ACCUMULATE (+=) as in the Backend contract.
+// Thread safety: the functions touch only their arguments; one caller per Backend at a time.
+#pragma once
+
+#include <cstdint>
+
+#include "spec/model_spec.h"
+#include "tensor/backend.h"
+#include "tensor/tensor.h"
+
+namespace motley::model {
+
+struct BlockDims {
+  int64_t b = 0, t = 0, c = 0, nh = 0, nkv = 0, hs = 0, f = 0;
+  float norm_eps = 1e-5F;
+  float rope_theta = 10000.0F;
+  int64_t n() const { return b * t; }
+  static BlockDims From(const spec::ModelSpec& model, int64_t batch, int64_t seq_len);
+};
+
+// One block's nine tensors (values, or their gradients), as handles into a ParameterSet.
+struct BlockWeights {
+  tensor::Tensor ln1;  // (C)
+  tensor::Tensor wq;   // (NH*HS, C)
+  tensor::Tensor wk;   // (NKV*HS, C)
+  tensor::Tensor wv;   // (NKV*HS, C)
+  tensor::Tensor wo;   // (C, NH*HS)
+  tensor::Tensor ln2;  // (C)
+  tensor::Tensor wg;   // (F, C)
+  tensor::Tensor wu;   // (F, C)
+  tensor::Tensor wd;   // (C, F)
+};
+
+// What one block keeps from its forward for its backward, for one micro-batch.
+struct BlockActivations {
+  tensor::Tensor ln1;      // (N, C)
+  tensor::Tensor rstd1;    // (N)
+  tensor::Tensor q;        // (B, T, NH, HS), after RoPE
+  tensor::Tensor k;        // (B, T, NKV, HS), after RoPE
+  tensor::Tensor v;        // (B, T, NKV, HS)
+  tensor::Tensor att;      // (B, NH, T, T) softmax probabilities
+  tensor::Tensor att_out;  // (B, T, NH, HS)
+  tensor::Tensor x2;       // (N, C) residual after attention
+  tensor::Tensor ln2;      // (N, C)
+  tensor::Tensor rstd2;    // (N)
+  tensor::Tensor gate;     // (N, F)
+  tensor::Tensor up;       // (N, F)
+  tensor::Tensor h;        // (N, F) silu(gate) * up
+
+  static BlockActivations Allocate(tensor::Backend& backend, const BlockDims& d);
+};
+
+// Temporaries shared by all blocks of a stage (not kept between calls).
+struct BlockScratch {
+  tensor::Tensor nc;        // (N, C) branch output in forward
+  tensor::Tensor dh;        // (N, F)
+  tensor::Tensor dgate;     // (N, F)
+  tensor::Tensor dup;       // (N, F)
+  tensor::Tensor dln;       // (N, C) gradient of ln2, then of ln1
+  tensor::Tensor datt_out;  // (B, T, NH, HS)
+  tensor::Tensor dq;        // (B, T, NH, HS) w.r.t. the roped q
+  tensor::Tensor dk;        // (B, T, NKV, HS) w.r.t. the roped k
+  tensor::Tensor dv;        // (B, T, NKV, HS)
+  tensor::Tensor dq_pre;    // (B, T, NH, HS) w.r.t. q before RoPE
+  tensor::Tensor dk_pre;    // (B, T, NKV, HS) w.r.t. k before RoPE
+
+  static BlockScratch Allocate(tensor::Backend& backend, const BlockDims& d);
+};
+
+// out (N, C) = block(inp (N, C)); fills `acts`. out must not alias inp.
+void BlockForward(tensor::Backend& backend, const BlockDims& d, const BlockWeights& w,
+                  const tensor::Tensor& inp, tensor::Tensor& out, BlockActivations& acts,
+                  BlockScratch& scratch);
+
+// On entry dresidual (N, C) holds dL/d(out); on return it holds dL/d(inp). Weight gradients are
+// accumulated into `dw`. `inp` (N, C) and `acts` are what BlockForward saw and filled.
+void BlockBackward(tensor::Backend& backend, const BlockDims& d, const BlockWeights& w,
+                   BlockWeights& dw, const tensor::Tensor& inp, const BlockActivations& acts,
+                   tensor::Tensor& dresidual, BlockScratch& scratch);
+
+}  // namespace motley::model

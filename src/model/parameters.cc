@@ -1,0 +1,148 @@
+// See parameters.h.
+#include "model/parameters.h"
+
+#include <cmath>
+
+#include <fmt/core.h>
+
+#include "model/init.h"
+
+namespace motley::model {
+
+using tensor::Backend;
+using tensor::DType;
+using tensor::Shape;
+
+namespace {
+constexpr double kInitStd = 0.02;  // GPT-2 / llm.c initialisation
+}  // namespace
+
+Status ValidateStageLayout(const spec::ModelSpec& model, const StageLayout& layout,
+                           std::string_view where) {
+  if (model.num_blocks <= 0 || model.hidden <= 0 || model.num_heads <= 0 ||
+      model.num_kv_heads <= 0 || model.ffn_hidden <= 0 || model.vocab_size <= 0) {
+    return Err(
+        "{}: model '{}': num_blocks, hidden, num_heads, num_kv_heads, ffn_hidden and "
+        "vocab_size must be positive",
+        where, model.name);
+  }
+  if (model.hidden % model.num_heads != 0) {
+    return Err("{}: model '{}': hidden {} is not a multiple of num_heads {}", where, model.name,
+               model.hidden, model.num_heads);
+  }
+  if (model.num_heads % model.num_kv_heads != 0) {
+    return Err("{}: model '{}': num_heads {} is not a multiple of num_kv_heads {}", where,
+               model.name, model.num_heads, model.num_kv_heads);
+  }
+  if (model.head_size() % 2 != 0) {
+    return Err("{}: model '{}': head size {} must be even for RoPE", where, model.name,
+               model.head_size());
+  }
+  if (layout.first_block < 0 || layout.num_blocks < 0 ||
+      layout.first_block + layout.num_blocks > model.num_blocks) {
+    return Err("{}: blocks [{}, {}) are outside the model's {} blocks", where, layout.first_block,
+               layout.first_block + layout.num_blocks, model.num_blocks);
+  }
+  if (layout.num_blocks == 0 && !layout.has_embedding && !layout.has_head) {
+    return Err("{}: a stage must hold at least one block, the embedding or the head", where);
+  }
+  return Status::Ok();
+}
+
+std::string BlockParamName(int64_t block, std::string_view suffix) {
+  return fmt::format("model.layers.{}.{}", block, suffix);
+}
+
+std::vector<ParamInfo> StageParamInfos(const spec::ModelSpec& model, const StageLayout& layout) {
+  const int64_t c = model.hidden;
+  const int64_t hs = model.head_size();
+  const int64_t q_out = model.num_heads * hs;
+  const int64_t kv_out = model.num_kv_heads * hs;
+  const int64_t f = model.ffn_hidden;
+  const int64_t v = model.vocab_size;
+  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(model.num_blocks));
+
+  std::vector<ParamInfo> infos;
+  auto weight = [&](std::string name, Shape shape, double init_std) {
+    infos.push_back(ParamInfo{std::move(name), shape, InitKind::kNormal, init_std, true});
+  };
+  auto norm = [&](std::string name) {
+    infos.push_back(ParamInfo{std::move(name), Shape{c}, InitKind::kOnes, 0.0, false});
+  };
+
+  if (layout.has_embedding) weight("model.embed_tokens.weight", Shape{v, c}, kInitStd);
+  for (int64_t b = layout.first_block; b < layout.first_block + layout.num_blocks; ++b) {
+    const auto& s = kBlockParamSuffixes;
+    norm(BlockParamName(b, s[0]));
+    weight(BlockParamName(b, s[1]), Shape{q_out, c}, kInitStd);
+    weight(BlockParamName(b, s[2]), Shape{kv_out, c}, kInitStd);
+    weight(BlockParamName(b, s[3]), Shape{kv_out, c}, kInitStd);
+    weight(BlockParamName(b, s[4]), Shape{c, q_out}, residual_std);
+    norm(BlockParamName(b, s[5]));
+    weight(BlockParamName(b, s[6]), Shape{f, c}, kInitStd);
+    weight(BlockParamName(b, s[7]), Shape{f, c}, kInitStd);
+    weight(BlockParamName(b, s[8]), Shape{c, f}, residual_std);
+  }
+  if (layout.has_head) {
+    norm("model.norm.weight");
+    weight("lm_head.weight", Shape{v, c}, kInitStd);
+  }
+  return infos;
+}
+
+ParameterSet ParameterSet::Allocate(Backend& backend, std::vector<ParamInfo> infos) {
+  ParameterSet set;
+  set.params_.reserve(infos.size());
+  for (ParamInfo& info : infos) {
+    Parameter p;
+    p.value = backend.Zeros(info.shape, DType::kF32);
+    p.grad = backend.Zeros(info.shape, DType::kF32);
+    p.m = backend.Zeros(info.shape, DType::kF32);
+    p.v = backend.Zeros(info.shape, DType::kF32);
+    p.info = std::move(info);
+    set.params_.push_back(std::move(p));
+  }
+  return set;
+}
+
+void ParameterSet::Initialize(Backend& backend, uint64_t seed) {
+  for (Parameter& p : params_) {
+    if (p.info.init == InitKind::kOnes) {
+      backend.Fill(p.value, 1.0F);
+    } else {
+      const std::vector<float> values =
+          NormalInit(seed, p.name(), p.value.numel(), p.info.init_std);
+      backend.CopyFromHost(p.value, values.data(), values.size() * sizeof(float));
+    }
+  }
+}
+
+Parameter* ParameterSet::Find(std::string_view name) {
+  for (Parameter& p : params_)
+    if (p.name() == name) return &p;
+  return nullptr;
+}
+
+const Parameter* ParameterSet::Find(std::string_view name) const {
+  for (const Parameter& p : params_)
+    if (p.name() == name) return &p;
+  return nullptr;
+}
+
+int64_t ParameterSet::numel() const {
+  int64_t n = 0;
+  for (const Parameter& p : params_) n += p.value.numel();
+  return n;
+}
+
+std::vector<ParamChecksum> Checksums(Backend& backend, const ParameterSet& params) {
+  std::vector<ParamChecksum> out;
+  out.reserve(params.size());
+  for (const Parameter& p : params) {
+    out.push_back(ParamChecksum{p.name(), backend.Sum(p.value), backend.SumSquares(p.value),
+                                backend.Sum(p.m), backend.Sum(p.v)});
+  }
+  return out;
+}
+
+}  // namespace motley::model
