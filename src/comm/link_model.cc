@@ -1,0 +1,68 @@
+// See link_model.h.
+#include "comm/link_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace motley::comm {
+
+LinkMatrix::LinkMatrix(int world_size, LinkModel default_link)
+    : n_(world_size),
+      links_(static_cast<size_t>(world_size) * static_cast<size_t>(world_size), default_link) {
+  MOTLEY_CHECK(world_size > 0, "LinkMatrix needs at least one rank");
+}
+
+const LinkModel& LinkMatrix::link(int src, int dst) const {
+  MOTLEY_CHECK(src >= 0 && src < n_ && dst >= 0 && dst < n_, "LinkMatrix rank out of range");
+  return links_[static_cast<size_t>(src) * static_cast<size_t>(n_) + static_cast<size_t>(dst)];
+}
+
+void LinkMatrix::Set(int src, int dst, LinkModel link) {
+  MOTLEY_CHECK(src >= 0 && src < n_ && dst >= 0 && dst < n_, "LinkMatrix rank out of range");
+  links_[static_cast<size_t>(src) * static_cast<size_t>(n_) + static_cast<size_t>(dst)] = link;
+}
+
+void LinkMatrix::SetBoth(int a, int b, LinkModel link) {
+  Set(a, b, link);
+  Set(b, a, link);
+}
+
+Status LinkMatrix::Validate() const {
+  for (int s = 0; s < n_; ++s) {
+    for (int d = 0; d < n_; ++d) {
+      const LinkModel& l = link(s, d);
+      if (!(l.latency_s >= 0.0) || std::isinf(l.latency_s)) {
+        return Err("link {}->{}: latency_s: must be finite and >= 0, got {}", s, d, l.latency_s);
+      }
+      if (!(l.bandwidth_bytes_per_s > 0.0)) {
+        return Err("link {}->{}: bandwidth_bytes_per_s: must be > 0, got {}", s, d,
+                   l.bandwidth_bytes_per_s);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Seconds RingStepTime(const std::vector<LinkModel>& ring_links, Bytes step_bytes) {
+  Seconds worst = 0.0;
+  for (const LinkModel& l : ring_links) worst = std::max(worst, l.TransferTime(step_bytes));
+  return worst;
+}
+
+Seconds RingAllReduceTime(const std::vector<LinkModel>& ring_links, Bytes bytes) {
+  const double n = static_cast<double>(ring_links.size());
+  if (ring_links.size() < 2) return 0.0;
+  return 2.0 * (n - 1.0) * RingStepTime(ring_links, bytes / n);
+}
+
+Seconds RingReduceScatterTime(const std::vector<LinkModel>& ring_links, Bytes bytes) {
+  const double n = static_cast<double>(ring_links.size());
+  if (ring_links.size() < 2) return 0.0;
+  return (n - 1.0) * RingStepTime(ring_links, bytes / n);
+}
+
+Seconds RingAllGatherTime(const std::vector<LinkModel>& ring_links, Bytes bytes) {
+  return RingReduceScatterTime(ring_links, bytes);
+}
+
+}  // namespace motley::comm

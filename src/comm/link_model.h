@@ -1,0 +1,59 @@
+// Link emulation data (DESIGN.md §6): the latency and bandwidth charged for a transfer between two
+// ranks, and the alpha-beta times of the ring collectives that run over such links. The runtime
+// fills a LinkMatrix from the cluster spec's link classes; tests build one by hand.
+// Value types; thread-compatible (read-only sharing between rank threads is safe).
+#pragma once
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/status.h"
+#include "core/units.h"
+
+namespace motley::comm {
+
+struct LinkModel {
+  Seconds latency_s = 0.0;
+  BytesPerSecond bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();
+  // Time to move `bytes` over this link: latency + bytes / bandwidth.
+  Seconds TransferTime(Bytes bytes) const { return latency_s + bytes / bandwidth_bytes_per_s; }
+};
+
+// Directed links between world ranks: link(src, dst). Every pair starts as `default_link`.
+class LinkMatrix {
+ public:
+  LinkMatrix(int world_size, LinkModel default_link);
+  int world_size() const { return n_; }
+  const LinkModel& link(int src, int dst) const;
+  void Set(int src, int dst, LinkModel link);          // one direction
+  void SetBoth(int a, int b, LinkModel link);          // both directions
+  // Checks that every latency is >= 0 and every bandwidth > 0.
+  Status Validate() const;
+
+ private:
+  int n_;
+  std::vector<LinkModel> links_;  // n_ * n_, row = src
+};
+
+// What a communicator charges transfers to. `links` and `clock` are non-owning and must outlive
+// every communicator that uses them; `links` is indexed by WORLD rank.
+struct Emulation {
+  const LinkMatrix* links = nullptr;
+  VirtualClock* clock = nullptr;
+  // Charged bytes = real bytes * payload_scale. 1 in real runs; tests and studies may move a small
+  // payload while charging the size of a large one (the charged count is what the clock sees).
+  double payload_scale = 1.0;
+  bool enabled() const { return links != nullptr && clock != nullptr; }
+};
+
+// Alpha-beta times of the ring algorithms on a ring of `ring_links` (link i goes from the i-th
+// member to the next), each step bounded by its slowest link, for S = `bytes` total.
+// All-reduce: 2(n-1) steps of S/n; reduce-scatter and all-gather: (n-1) steps of S/n.
+Seconds RingStepTime(const std::vector<LinkModel>& ring_links, Bytes step_bytes);
+Seconds RingAllReduceTime(const std::vector<LinkModel>& ring_links, Bytes bytes);
+Seconds RingReduceScatterTime(const std::vector<LinkModel>& ring_links, Bytes bytes);
+Seconds RingAllGatherTime(const std::vector<LinkModel>& ring_links, Bytes bytes);
+
+}  // namespace motley::comm

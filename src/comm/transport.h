@@ -1,0 +1,101 @@
+// Transport: the point-to-point layer under the ring engine (ring_communicator.h). Backends (local
+// threads, MPI) implement it; collectives, link emulation, deadlines and misuse checks live above
+// it, once. Internal to comm.
+//
+// Messages are matched by (source world rank, context, tag) in posting order (non-overtaking).
+// Every message carries an Envelope; the receiver posts the envelope it expects and a mismatch in
+// kind, byte count or meta fails both sides. Ownership: buffers belong to the caller and must stay
+// valid until the request completed or WaitAll returned an error (requests are then cancelled).
+// Thread safety: one Transport object per rank, used by that rank's thread; Abort from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "tensor/tensor.h"
+
+namespace motley::comm {
+
+// What a message says about itself. kind names the operation (OpKind), meta hashes the operation's
+// arguments (counts, root, reduce op) so that ranks calling different operations are caught.
+struct Envelope {
+  uint32_t kind = 0;
+  uint32_t step = 0;
+  uint64_t bytes = 0;
+  uint64_t total = 0;  // the operation's element count (the whole tensor, not this message)
+  uint64_t meta = 0;
+  double arrival_s = 0.0;  // virtual time at which the message reaches the receiver
+};
+
+enum class OpKind : uint32_t {
+  kSend = 1, kAllReduce, kReduceScatter, kAllGather, kBroadcast, kBarrier, kSplit
+};
+const char* OpKindName(uint32_t kind);
+
+struct ReduceSpec {
+  tensor::DType dtype = tensor::DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+};
+
+// One posted send or receive. Backends derive from it; the fields below are filled by them.
+class TransportRequest {
+ public:
+  virtual ~TransportRequest() = default;
+  bool is_send = false;
+  int peer = -1;             // world rank
+  Envelope envelope;         // sent, or (after completion) received
+};
+using TransportRequestPtr = std::shared_ptr<TransportRequest>;
+
+// Context for error messages of a wait.
+struct WaitInfo {
+  const char* op = "";
+  const std::string* group = nullptr;
+  const std::vector<int>* members = nullptr;  // group rank -> world rank
+};
+
+class Transport {
+ public:
+  using Deadline = std::chrono::steady_clock::time_point;
+  virtual ~Transport() = default;
+
+  virtual int world_rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual const char* backend_name() const = 0;
+  // Whether this transport may read and write memory of `device` directly.
+  virtual bool CanAccess(const tensor::Device& device) const = 0;
+
+  virtual Result<TransportRequestPtr> PostSend(int dst, uint64_t context, int64_t tag,
+                                               const void* data, const Envelope& envelope) = 0;
+  // With `reduce`, the incoming data is combined into `data` (data = op(data, incoming)).
+  virtual Result<TransportRequestPtr> PostRecv(int src, uint64_t context, int64_t tag, void* data,
+                                               const Envelope& expect,
+                                               const ReduceSpec* reduce) = 0;
+  // Waits until every request completed. On any error (mismatch, deadline, abort, lost peer) it
+  // cancels the unfinished requests before returning, so the caller may free the buffers.
+  virtual Status WaitAll(const std::vector<TransportRequestPtr>& requests, Deadline deadline,
+                         const WaitInfo& info) = 0;
+  // Collective over `members` (world ranks, ascending group order) before a context is used.
+  virtual Status CreateContext(uint64_t /*context*/, const std::vector<int>& /*members*/) {
+    return Status::Ok();
+  }
+  // Marks this rank's activity for liveness reports ("" when it leaves a call).
+  virtual void SetActivity(const std::string& /*what*/) {}
+  virtual void Abort(const std::string& reason) = 0;
+  // Non-ok once any rank aborted.
+  virtual Status abort_status() const = 0;
+};
+
+// Combines `bytes` of incoming data into dst: dst[i] = op(dst[i], src[i]).
+Status ReduceInto(void* dst, const void* src, size_t bytes, const ReduceSpec& spec);
+// Checks that the envelope a receiver expects matches the one the sender sent.
+Status CheckEnvelope(const Envelope& expect, const Envelope& got, int src_world);
+// Formats "group 'g' rank r (world w)" for messages.
+std::string DescribePeer(const WaitInfo& info, int world_rank);
+
+}  // namespace motley::comm
