@@ -1,0 +1,60 @@
+// Memory model (DESIGN.md §8): bytes per device of one stage: weights, gradients, optimizer states
+// (with ZeRO-1 over the data-parallel group), activations held by the in-flight micro-batches of
+// the pipeline schedule (Korthikanti et al. 2022, Table 2, per recompute choice), the embedding
+// stage's input activations and the head stage's logits. Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "core/units.h"
+#include "perf/settings.h"
+#include "spec/model_spec.h"
+#include "spec/plan.h"
+
+namespace motley::perf {
+
+// Activation bytes of one block for one micro-batch on one TP rank, 16-bit (Korthikanti et al.
+// 2022, Table 2), doubled in fp32:
+//   no TP:                       s*b*h*(34 + 5*a*s/h)
+//   TP, no SP:                   s*b*h*(10 + 24/t + 5*a*s/(h*t))
+//   TP + SP:                     s*b*h*(34 + 5*a*s/h)/t
+//   selective recompute:         the 5*a*s/h score term is dropped (34*s*b*h/t with SP)
+//   full recompute:              2*s*b*h (/t with SP): only the block input is kept
+// A fused attention (settings.flash_attention) also drops the score term. Korthikanti's counts
+// are for GPT blocks (MLP of 4h); we use them for SwiGLU blocks as an approximation.
+Bytes ActivationBytesPerBlock(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
+                              spec::Recompute recompute, const PerfSettings& settings);
+
+struct StageMemoryInput {
+  int64_t num_blocks = 0;
+  bool has_embedding = false;
+  bool has_head = false;
+  int tp = 1;
+  int64_t micro_batch_size = 1;
+  int64_t seq_len = 1;
+  int64_t in_flight = 1;   // micro-batches whose activations are held at once (1F1B: min(p-i, m))
+  int64_t dp_degree = 1;   // ranks the optimizer states are sharded over under ZeRO-1
+  spec::Recompute recompute = spec::Recompute::kNone;
+  spec::OptimizerSharding sharding = spec::OptimizerSharding::kNone;
+};
+
+struct StageMemory {
+  Bytes weights = 0;
+  Bytes gradients = 0;
+  Bytes optimizer = 0;    // master weights (mixed precision) + Adam moments
+  Bytes activations = 0;  // in-flight block activations (+ one block's recompute workspace)
+  Bytes buffers = 0;      // embedding output, logits of the head stage
+  Bytes total() const { return weights + gradients + optimizer + activations + buffers; }
+};
+
+// Parameters one TP rank of the stage holds (blocks, embedding, final norm + head, split by tp).
+double StageParamsPerDevice(const spec::ModelSpec& model, int64_t num_blocks, bool has_embedding,
+                            bool has_head, int tp);
+
+// Bytes per device of one stage. Mixed bf16: 2 weights + 2 grads + 12 optimizer (4 master + 4 + 4
+// moments), ZeRO-1 divides the 12 by dp (ZeRO paper, Rajbhandari et al. 2020); fp32: 4 + 4 + 8,
+// ZeRO-1 divides the 8.
+StageMemory StageMemoryPerDevice(const spec::ModelSpec& model, const StageMemoryInput& in,
+                                 const PerfSettings& settings);
+
+}  // namespace motley::perf

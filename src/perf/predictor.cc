@@ -1,0 +1,395 @@
+// See predictor.h.
+//
+// Pipeline closed form, 1F1B with p stages, m micro-batches, per-stage forward f_i and backward b_i,
+// boundary transfer c_j between stages j and j+1 (blocking rendezvous p2p as the schedule's
+// execution contract prescribes):
+//   T = sum_i (f_i + b_i) + 2 * sum_j c_j + (m - 1) * max_i (f_i + b_i + c_{i-1} + c_i)
+// The first two terms are the fill and drain of one micro-batch, the last the steady state of the
+// bottleneck stage, which exchanges with both neighbours once per micro-batch (AMP, Li et al.
+// 2022, with the communication of each period made explicit). Stage i's last backward ends at
+// T - sum_{j<i} (b_j + c_j). GPipe: the forward and backward phases each have their own
+// bottleneck: T = sum_i (f_i + b_i) + 2 sum_j c_j + (m-1) (max_i (f_i + c..) + max_i (b_i + c..)).
+//
+// Data-parallel sync: the global union of all pipelines' stage boundaries cuts the blocks into
+// segments; each segment's group is the set of stages (one per pipeline) holding it, and its
+// gradients (per TP rank: params / min tp of the group) are all-reduced over the first devices of
+// those stages (GroupAllReduceTime). A stage syncs its segments one after another, after every
+// stage of those groups has finished its last backward. Embedding and head are segments of their
+// own.
+#include "perf/predictor.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "perf/comm_model.h"
+#include "sched/schedule.h"
+
+namespace motley::perf {
+
+double GroupRate(const StragglerRates& rates, const std::vector<int>& devices) {
+  double rate = 1.0;
+  if (rates.empty()) return rate;
+  for (int d : devices) {
+    if (d >= 0 && d < static_cast<int>(rates.size())) rate = std::max(rate, rates[static_cast<size_t>(d)]);
+  }
+  return rate;
+}
+
+PipelineTiming PipelineClosedForm(const std::vector<StageCost>& stages,
+                                  const std::vector<Seconds>& p2p_s, int64_t micro_batches,
+                                  spec::PipelineSchedule schedule) {
+  const size_t p = stages.size();
+  MOTLEY_CHECK(p >= 1 && p2p_s.size() + 1 >= p && micro_batches >= 1, "bad pipeline");
+  auto c = [&](size_t j) { return j < p - 1 ? p2p_s[j] : 0.0; };
+  Seconds fill = 0;
+  Seconds worst = 0;
+  Seconds worst_f = 0;
+  Seconds worst_b = 0;
+  for (size_t i = 0; i < p; ++i) {
+    const Seconds around = (i > 0 ? c(i - 1) : 0.0) + c(i);
+    fill += stages[i].forward_s + stages[i].backward_s + 2.0 * c(i);
+    worst = std::max(worst, stages[i].forward_s + stages[i].backward_s + around);
+    worst_f = std::max(worst_f, stages[i].forward_s + around);
+    worst_b = std::max(worst_b, stages[i].backward_s + around);
+  }
+  const double steady = static_cast<double>(micro_batches - 1);
+  PipelineTiming timing;
+  timing.time_s = fill + steady * (schedule == spec::PipelineSchedule::k1F1B ? worst
+                                                                             : worst_f + worst_b);
+  timing.last_backward_end_s.resize(p);
+  Seconds back = 0;
+  for (size_t i = 0; i < p; ++i) {
+    timing.last_backward_end_s[i] = timing.time_s - back;
+    back += stages[i].backward_s + c(i);
+  }
+  return timing;
+}
+
+Predictor::Predictor(const spec::ClusterSpec& cluster, const spec::ModelSpec& model,
+                     const spec::TrainSpec& train, const ComputeModel& compute,
+                     PerfSettings settings)
+    : cluster_(cluster), model_(model), train_(train), compute_(compute), settings_(settings) {}
+
+Bytes Predictor::ActivationMessageBytes(int64_t micro_batch_size) const {
+  return static_cast<double>(micro_batch_size * train_.seq_len * model_.hidden) *
+         ActivationElementBytes(settings_);
+}
+
+StageCost Predictor::StageCostOfShape(int device_type, int tp, const spec::LinkClass* intra_link,
+                                      int64_t num_blocks, bool has_embedding, bool has_head,
+                                      int64_t micro_batch_size, spec::Recompute recompute,
+                                      double rate) const {
+  const int64_t b = micro_batch_size;
+  const int64_t s = train_.seq_len;
+  const PassTimes block = compute_.Block(device_type, tp, b, s);
+  Seconds recompute_s = 0;
+  if (recompute == spec::Recompute::kFull) recompute_s = block.forward_s;
+  if (recompute == spec::Recompute::kSelective) {
+    recompute_s = compute_.AttentionRecompute(device_type, tp, b, s);
+  }
+  // Megatron TP: two all-reduces of the (b, s, h) activation per block forward and two backward
+  // (with SP: reduce-scatter + all-gather pairs of the same volume); full recompute repeats the
+  // forward's two.
+  Seconds tp_ar = 0;
+  if (tp > 1) {
+    MOTLEY_CHECK(intra_link != nullptr, "a TP group needs an intra-node link");
+    tp_ar = RingAllReduceTime(ActivationMessageBytes(b), tp, *intra_link);
+  }
+  const double n = static_cast<double>(num_blocks);
+  StageCost cost;
+  cost.forward_s = n * (block.forward_s + 2.0 * tp_ar);
+  cost.backward_s = n * (block.backward_s + recompute_s + 2.0 * tp_ar +
+                         (recompute == spec::Recompute::kFull ? 2.0 * tp_ar : 0.0));
+  if (has_embedding) {
+    const PassTimes e = compute_.Embedding(device_type, tp, b, s);
+    cost.forward_s += e.forward_s;
+    cost.backward_s += e.backward_s;
+  }
+  if (has_head) {
+    const PassTimes hd = compute_.Head(device_type, tp, b, s);
+    cost.forward_s += hd.forward_s;
+    cost.backward_s += hd.backward_s;
+  }
+  cost.forward_s *= rate;
+  cost.backward_s *= rate;
+  return cost;
+}
+
+StageCost Predictor::StageCostOf(const spec::StagePlan& stage, int64_t micro_batch_size,
+                                 spec::Recompute recompute, const StragglerRates& rates) const {
+  MOTLEY_CHECK(!stage.devices.empty(), "stage without devices");
+  const int first = stage.devices.front();
+  const spec::LinkClass* intra =
+      stage.devices.size() > 1 ? &cluster_.LinkBetween(first, stage.devices[1]) : nullptr;
+  return StageCostOfShape(cluster_.device(first).type, stage.tp_degree, intra, stage.num_blocks,
+                          stage.has_embedding, stage.has_head, micro_batch_size, recompute,
+                          GroupRate(rates, stage.devices));
+}
+
+Seconds Predictor::P2PTimeBetween(const spec::StagePlan& from, const spec::StagePlan& to,
+                                  int64_t micro_batch_size, int sender_sharers,
+                                  int receiver_sharers) const {
+  const int a = from.devices.front();
+  const int b = to.devices.front();
+  if (a == b) return 0;
+  const spec::LinkClass& link = cluster_.LinkBetween(a, b);
+  BytesPerSecond bw = link.EffectiveBandwidth();
+  const int na = cluster_.device(a).node;
+  const int nb = cluster_.device(b).node;
+  if (na != nb) {
+    bw = std::min(bw, NodeNicBandwidth(cluster_, na) / std::max(1, sender_sharers));
+    bw = std::min(bw, NodeNicBandwidth(cluster_, nb) / std::max(1, receiver_sharers));
+  }
+  return link.latency_s + ActivationMessageBytes(micro_batch_size) / bw;
+}
+
+Predictor::NicSharers Predictor::CountNicSharers(const spec::Plan& plan) const {
+  NicSharers s;
+  s.egress.assign(cluster_.nodes.size(), 0);
+  s.ingress.assign(cluster_.nodes.size(), 0);
+  for (const spec::PipelinePlan& pipe : plan.pipelines) {
+    for (size_t i = 0; i + 1 < pipe.stages.size(); ++i) {
+      const int na = cluster_.device(pipe.stages[i].devices.front()).node;
+      const int nb = cluster_.device(pipe.stages[i + 1].devices.front()).node;
+      if (na == nb) continue;
+      ++s.egress[static_cast<size_t>(na)];
+      ++s.ingress[static_cast<size_t>(nb)];
+    }
+  }
+  return s;
+}
+
+Seconds Predictor::BoundaryTime(const spec::PipelinePlan& pipe, size_t i,
+                                const NicSharers& sharers) const {
+  const spec::StagePlan& from = pipe.stages[i];
+  const spec::StagePlan& to = pipe.stages[i + 1];
+  const auto na = static_cast<size_t>(cluster_.device(from.devices.front()).node);
+  const auto nb = static_cast<size_t>(cluster_.device(to.devices.front()).node);
+  // Activations flow na -> nb; gradients nb -> na with the mirrored counts.
+  const Seconds fwd = P2PTimeBetween(from, to, pipe.micro_batch_size, sharers.egress[na],
+                                     sharers.ingress[nb]);
+  const Seconds bwd = P2PTimeBetween(from, to, pipe.micro_batch_size, sharers.ingress[nb],
+                                     sharers.egress[na]);
+  return std::max(fwd, bwd);
+}
+
+Seconds Predictor::OptimizerTime(int device_type, double params_per_device, double rate) const {
+  // Bytes touched per parameter by AdamW: mixed precision reads bf16 weight and grad, fp32 master
+  // and two moments and writes them back (2+2+4+4+4 read, 4+4+4+2 written = 30); fp32 reads 4
+  // tensors and writes 3 (28). performance-model.md: "roughly 16-30 bytes touched per parameter".
+  const double bytes = settings_.precision == spec::Precision::kFp32 ? 28.0 : 30.0;
+  const spec::DeviceType& type = cluster_.device_types[static_cast<size_t>(device_type)];
+  return rate * params_per_device * bytes / type.memory_bandwidth;
+}
+
+Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan) const {
+  DpGroups out;
+  const size_t np = plan.pipelines.size();
+  out.sync_s.resize(np);
+  out.min_group_size.resize(np);
+  out.stage_segments.resize(np);
+  std::vector<int64_t> cuts = {0, model_.num_blocks};
+  for (size_t k = 0; k < np; ++k) {
+    const spec::PipelinePlan& pipe = plan.pipelines[k];
+    out.sync_s[k].assign(pipe.stages.size(), 0.0);
+    out.min_group_size[k].assign(pipe.stages.size(), static_cast<int64_t>(np));
+    out.stage_segments[k].resize(pipe.stages.size());
+    for (const spec::StagePlan& st : pipe.stages) cuts.push_back(st.first_block);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  // Index of the stage holding block `blk` in a pipeline (stages are in block order).
+  auto stage_holding = [](const spec::PipelinePlan& pipe, int64_t blk) {
+    auto it = std::upper_bound(pipe.stages.begin(), pipe.stages.end(), blk,
+                               [](int64_t v, const spec::StagePlan& st) { return v < st.first_block; });
+    while (it != pipe.stages.begin()) {
+      --it;
+      if (blk >= it->first_block && blk < it->end_block()) {
+        return static_cast<int>(it - pipe.stages.begin());
+      }
+      if (it->num_blocks > 0) break;
+    }
+    return -1;
+  };
+  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+    DpSegment seg;
+    seg.params = static_cast<double>(cuts[c + 1] - cuts[c]) * static_cast<double>(model_.BlockParams());
+    for (size_t k = 0; k < np; ++k) {
+      const int i = stage_holding(plan.pipelines[k], cuts[c]);
+      if (i >= 0) seg.holders.emplace_back(static_cast<int>(k), i);
+    }
+    out.segments.push_back(std::move(seg));
+  }
+  for (int which = 0; which < 2; ++which) {  // embedding, head
+    DpSegment seg;
+    seg.params = static_cast<double>(which == 0 ? model_.EmbeddingParams() : model_.HeadParams());
+    for (size_t k = 0; k < np; ++k) {
+      const auto& stages = plan.pipelines[k].stages;
+      for (size_t i = 0; i < stages.size(); ++i) {
+        if (which == 0 ? stages[i].has_embedding : stages[i].has_head) {
+          seg.holders.emplace_back(static_cast<int>(k), static_cast<int>(i));
+        }
+      }
+    }
+    out.segments.push_back(std::move(seg));
+  }
+  const double grad_bytes = GradientElementBytes(settings_);
+  std::map<std::pair<std::vector<int>, double>, Seconds> cache;
+  for (size_t si = 0; si < out.segments.size(); ++si) {
+    DpSegment& seg = out.segments[si];
+    if (seg.holders.empty()) continue;
+    std::vector<int> reps;
+    int min_tp = std::numeric_limits<int>::max();
+    for (const auto& [k, i] : seg.holders) {
+      const spec::StagePlan& st =
+          plan.pipelines[static_cast<size_t>(k)].stages[static_cast<size_t>(i)];
+      reps.push_back(st.devices.front());
+      min_tp = std::min(min_tp, st.tp_degree);
+    }
+    const Bytes bytes = seg.params / min_tp * grad_bytes;
+    if (reps.size() > 1) {
+      std::vector<int> key = reps;
+      std::sort(key.begin(), key.end());
+      auto it = cache.find({key, bytes});
+      if (it == cache.end()) {
+        it = cache.emplace(std::make_pair(key, bytes), GroupAllReduceTime(cluster_, reps, bytes))
+                 .first;
+      }
+      seg.sync_s = it->second;
+    }
+    for (const auto& [k, i] : seg.holders) {
+      const auto ks = static_cast<size_t>(k);
+      const auto is = static_cast<size_t>(i);
+      out.sync_s[ks][is] += seg.sync_s;
+      out.min_group_size[ks][is] =
+          std::min(out.min_group_size[ks][is], static_cast<int64_t>(seg.holders.size()));
+      out.stage_segments[ks][is].push_back(static_cast<int>(si));
+    }
+  }
+  return out;
+}
+
+Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rates) const {
+  Prediction pred;
+  const size_t np = plan.pipelines.size();
+  pred.stages.resize(np);
+  pred.pipeline_time_s.resize(np);
+  pred.peak_memory_per_type.assign(cluster_.device_types.size(), 0.0);
+  const DpGroups dp = ComputeDpGroups(plan);
+  const NicSharers sharers = CountNicSharers(plan);
+  // Pass 1: stage costs and pipeline closed forms.
+  for (size_t k = 0; k < np; ++k) {
+    const spec::PipelinePlan& pipe = plan.pipelines[k];
+    std::vector<StageCost> costs;
+    std::vector<Seconds> p2p;
+    for (size_t i = 0; i < pipe.stages.size(); ++i) {
+      costs.push_back(StageCostOf(pipe.stages[i], pipe.micro_batch_size, plan.recompute, rates));
+      if (i + 1 < pipe.stages.size()) {
+        p2p.push_back(BoundaryTime(pipe, i, sharers));
+      }
+    }
+    const PipelineTiming timing = PipelineClosedForm(costs, p2p, pipe.micro_batches, plan.schedule);
+    pred.pipeline_time_s[k] = timing.time_s;
+    pred.pipeline_s = std::max(pred.pipeline_s, timing.time_s);
+    for (size_t i = 0; i < pipe.stages.size(); ++i) {
+      StagePrediction sp;
+      sp.cost = costs[i];
+      sp.p2p_next_s = i < p2p.size() ? p2p[i] : 0.0;
+      sp.last_backward_end_s = timing.last_backward_end_s[i];
+      sp.dp_sync_s = dp.sync_s[k][i];
+      pred.stages[k].push_back(sp);
+    }
+  }
+  // Pass 2: a stage's DP sync starts when every stage sharing one of its segments is done.
+  std::vector<Seconds> segment_ready(dp.segments.size(), 0.0);
+  for (size_t si = 0; si < dp.segments.size(); ++si) {
+    for (const auto& [kk, ii] : dp.segments[si].holders) {
+      segment_ready[si] = std::max(
+          segment_ready[si],
+          pred.stages[static_cast<size_t>(kk)][static_cast<size_t>(ii)].last_backward_end_s);
+    }
+  }
+  Seconds worst_mem_excess = 0;
+  for (size_t k = 0; k < np; ++k) {
+    const spec::PipelinePlan& pipe = plan.pipelines[k];
+    const int p = pipe.num_stages();
+    for (size_t i = 0; i < pipe.stages.size(); ++i) {
+      const spec::StagePlan& st = pipe.stages[i];
+      StagePrediction& sp = pred.stages[k][i];
+      sp.dp_start_s = sp.last_backward_end_s;
+      for (int si : dp.stage_segments[k][i]) {
+        if (dp.segments[static_cast<size_t>(si)].sync_s > 0) {
+          sp.dp_start_s = std::max(sp.dp_start_s, segment_ready[static_cast<size_t>(si)]);
+        }
+      }
+      const int type = cluster_.device(st.devices.front()).type;
+      sp.device_type = type;
+      const double params =
+          StageParamsPerDevice(model_, st.num_blocks, st.has_embedding, st.has_head, st.tp_degree);
+      const int64_t group = dp.min_group_size[k][i];
+      const bool zero = plan.optimizer_sharding == spec::OptimizerSharding::kZero1;
+      sp.optimizer_s = OptimizerTime(type, zero ? params / static_cast<double>(group) : params,
+                                     GroupRate(rates, st.devices));
+      sp.finish_s = sp.dp_start_s + sp.dp_sync_s + sp.optimizer_s;
+      pred.optimizer_s = std::max(pred.optimizer_s, sp.optimizer_s);
+      if (sp.finish_s > pred.iteration_s) {
+        pred.iteration_s = sp.finish_s;
+        pred.exposed_dp_s = sp.finish_s - sp.optimizer_s - pred.pipeline_s;
+      }
+      // Memory.
+      StageMemoryInput in;
+      in.num_blocks = st.num_blocks;
+      in.has_embedding = st.has_embedding;
+      in.has_head = st.has_head;
+      in.tp = st.tp_degree;
+      in.micro_batch_size = pipe.micro_batch_size;
+      in.seq_len = train_.seq_len;
+      in.in_flight = plan.schedule == spec::PipelineSchedule::k1F1B
+                         ? sched::OneFOneBInFlight(p, static_cast<int>(i), pipe.micro_batches)
+                         : pipe.micro_batches;
+      in.dp_degree = group;
+      in.recompute = plan.recompute;
+      in.sharding = plan.optimizer_sharding;
+      sp.memory = StageMemoryPerDevice(model_, in, settings_);
+      sp.capacity = cluster_.device_types[static_cast<size_t>(type)].memory_bytes;
+      auto& peak = pred.peak_memory_per_type[static_cast<size_t>(type)];
+      peak = std::max(peak, sp.memory.total());
+      const Bytes excess = sp.memory.total() - sp.capacity;
+      if (excess > 0 && excess > worst_mem_excess) {
+        worst_mem_excess = excess;
+        pred.fits_memory = false;
+        pred.memory_violation = fmt::format(
+            "pipelines[{}].stages[{}] ({} blocks{}{}, tp {}, b {}, {} in flight) needs {:.2f} GiB "
+            "per '{}' device but it has {:.2f} GiB (weights {:.2f}, grads {:.2f}, optimizer "
+            "{:.2f}, activations {:.2f}, buffers {:.2f})",
+            k, i, st.num_blocks, st.has_embedding ? " + embedding" : "",
+            st.has_head ? " + head" : "", st.tp_degree, pipe.micro_batch_size, in.in_flight,
+            sp.memory.total() / kGiB, cluster_.device_types[static_cast<size_t>(type)].name,
+            sp.capacity / kGiB, sp.memory.weights / kGiB, sp.memory.gradients / kGiB,
+            sp.memory.optimizer / kGiB, sp.memory.activations / kGiB, sp.memory.buffers / kGiB);
+      }
+    }
+  }
+  pred.model_flops = ModelFlopsPerIteration(model_, train_.global_batch, train_.seq_len);
+  double peak_sum = 0;
+  for (const spec::PipelinePlan& pipe : plan.pipelines) {
+    for (const spec::StagePlan& st : pipe.stages) {
+      for (int d : st.devices) {
+        const spec::DeviceType& type = cluster_.device_type_of(d);
+        const FlopsPerSecond peak = type.PeakFlops(settings_.precision);
+        peak_sum += peak > 0 ? peak : type.peak_fp32_flops;
+      }
+    }
+  }
+  if (pred.iteration_s > 0) {
+    pred.tokens_per_s =
+        static_cast<double>(train_.global_batch * train_.seq_len) / pred.iteration_s;
+    if (peak_sum > 0) pred.mfu = Mfu(pred.model_flops, pred.iteration_s, peak_sum);
+  }
+  return pred;
+}
+
+}  // namespace motley::perf

@@ -1,0 +1,142 @@
+// Iteration-time predictor (DESIGN.md §8): closed-form time of a plan's training step on a cluster,
+// for uneven pipelines and replicas of different shapes: per-stage forward/backward time (compute
+// model + TP all-reduces + recompute, times the slowest device's straggler rate), 1F1B or GPipe
+// pipeline time with p2p on each boundary, exposed data-parallel gradient sync (per-layer groups:
+// every stage in any pipeline holding the layer) and the optimizer step; plus memory per device,
+// tokens/s and MFU. The simulator (sim/) replays the same schedule event by event; on homogeneous
+// pipelines the two agree (tested).
+//
+// Ownership: a Predictor keeps references to the cluster, model, train spec and compute model,
+// which must outlive it. Thread safety: const methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+#include "perf/compute_model.h"
+#include "perf/memory_model.h"
+#include "perf/settings.h"
+#include "spec/cluster_spec.h"
+#include "spec/model_spec.h"
+#include "spec/plan.h"
+#include "spec/train_spec.h"
+
+namespace motley::perf {
+
+// Straggler rate per global device id (measured / expected time; 1 = healthy). Empty = all 1.
+using StragglerRates = std::vector<double>;
+
+struct StageCost {
+  Seconds forward_s = 0;   // one micro-batch, TP comm included
+  Seconds backward_s = 0;  // one micro-batch, recompute and TP comm included
+};
+
+// Closed-form timing of one pipeline.
+struct PipelineTiming {
+  Seconds time_s = 0;                       // start of the step to the last backward of stage 0
+  std::vector<Seconds> last_backward_end_s;  // per stage
+};
+
+// One pipeline's stage costs and boundary transfer times -> closed form (see predictor.cc).
+PipelineTiming PipelineClosedForm(const std::vector<StageCost>& stages,
+                                  const std::vector<Seconds>& p2p_s, int64_t micro_batches,
+                                  spec::PipelineSchedule schedule);
+
+struct StagePrediction {
+  StageCost cost;
+  Seconds p2p_next_s = 0;      // activation (and gradient) transfer to/from the next stage
+  Seconds last_backward_end_s = 0;
+  Seconds dp_start_s = 0;      // when every stage sharing a layer has finished its backwards
+  Seconds dp_sync_s = 0;       // gradient all-reduce(s) of the stage's layers
+  Seconds optimizer_s = 0;
+  Seconds finish_s = 0;        // end of the optimizer step
+  StageMemory memory;          // per device
+  Bytes capacity = 0;          // device memory
+  int device_type = 0;
+};
+
+struct Prediction {
+  Seconds iteration_s = 0;
+  Seconds pipeline_s = 0;       // the slowest pipeline's backward end
+  Seconds exposed_dp_s = 0;     // iteration_s - pipeline_s - the optimizer step on that path
+  Seconds optimizer_s = 0;      // the longest optimizer step
+  double tokens_per_s = 0;
+  double mfu = 0;               // model FLOPs / (iteration * sum of used devices' peak)
+  Flops model_flops = 0;        // per iteration, no recompute
+  std::vector<Seconds> pipeline_time_s;            // per pipeline
+  std::vector<std::vector<StagePrediction>> stages;  // [pipeline][stage]
+  std::vector<Bytes> peak_memory_per_type;          // max over that type's devices; 0 if unused
+  bool fits_memory = true;
+  std::string memory_violation;  // the worst over-capacity stage, "" when it fits
+};
+
+class Predictor {
+ public:
+  Predictor(const spec::ClusterSpec& cluster, const spec::ModelSpec& model,
+            const spec::TrainSpec& train, const ComputeModel& compute, PerfSettings settings);
+
+  // Predicts a plan that passes spec::ValidatePlan (not re-checked here).
+  Prediction Predict(const spec::Plan& plan, const StragglerRates& rates = {}) const;
+
+  // Building blocks shared with the simulator and the planner.
+  StageCost StageCostOf(const spec::StagePlan& stage, int64_t micro_batch_size,
+                        spec::Recompute recompute, const StragglerRates& rates) const;
+  // Same, for a stage described by its shape (device type, TP group's intra-node link).
+  StageCost StageCostOfShape(int device_type, int tp, const spec::LinkClass* intra_link,
+                             int64_t num_blocks, bool has_embedding, bool has_head,
+                             int64_t micro_batch_size, spec::Recompute recompute,
+                             double rate) const;
+  // Activation transfer between the first devices of two stages. `sender_sharers` and
+  // `receiver_sharers`: how many transfers leave the sender's node / enter the receiver's node at
+  // the same time (they split the node's NIC bandwidth; see NicSharers).
+  Seconds P2PTimeBetween(const spec::StagePlan& from, const spec::StagePlan& to,
+                         int64_t micro_batch_size, int sender_sharers = 1,
+                         int receiver_sharers = 1) const;
+  // Per node, how many pipeline boundaries send (egress) and receive (ingress) across nodes in
+  // one direction: replicas in lockstep send at the same moments, so these transfers share NICs.
+  struct NicSharers {
+    std::vector<int> egress;
+    std::vector<int> ingress;
+  };
+  NicSharers CountNicSharers(const spec::Plan& plan) const;
+  // Boundary time of stages[i] -> stages[i+1] of a pipeline: the slower of the activation and the
+  // gradient direction under NIC sharing.
+  Seconds BoundaryTime(const spec::PipelinePlan& pipe, size_t i, const NicSharers& sharers) const;
+  Bytes ActivationMessageBytes(int64_t micro_batch_size) const;
+  // Optimizer step of a stage's devices (memory-bound: bytes touched per parameter / bandwidth).
+  Seconds OptimizerTime(int device_type, double params_per_device, double rate) const;
+  // Data-parallel groups of a plan (see predictor.cc): segments of layers with the stages holding
+  // them, the all-reduce time of each, and per stage its segments and total sync time.
+  struct DpSegment {
+    double params = 0;                        // parameters of the segment (whole, not per rank)
+    std::vector<std::pair<int, int>> holders;  // (pipeline, stage)
+    Seconds sync_s = 0;                        // all-reduce time of the segment's gradients
+  };
+  struct DpGroups {
+    std::vector<DpSegment> segments;
+    std::vector<std::vector<std::vector<int>>> stage_segments;  // [pipeline][stage] -> segments
+    std::vector<std::vector<Seconds>> sync_s;                   // [pipeline][stage]
+    std::vector<std::vector<int64_t>> min_group_size;  // smallest group over the stage's segments
+  };
+  DpGroups ComputeDpGroups(const spec::Plan& plan) const;
+
+  const spec::ClusterSpec& cluster() const { return cluster_; }
+  const spec::ModelSpec& model() const { return model_; }
+  const spec::TrainSpec& train() const { return train_; }
+  const PerfSettings& settings() const { return settings_; }
+  const ComputeModel& compute() const { return compute_; }
+
+ private:
+  const spec::ClusterSpec& cluster_;
+  const spec::ModelSpec& model_;
+  const spec::TrainSpec& train_;
+  const ComputeModel& compute_;
+  PerfSettings settings_;
+};
+
+// Max straggler rate over `devices` (1 when rates is empty).
+double GroupRate(const StragglerRates& rates, const std::vector<int>& devices);
+
+}  // namespace motley::perf

@@ -1,0 +1,129 @@
+// Baselines and references beside the planner's answer (see planner.h): the best uniform
+// Megatron-style plan, the compute bound, tokens/s of a candidate, and the text summary.
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "perf/flops.h"
+#include "plan/planner.h"
+
+namespace motley::plan {
+
+double ComputeBoundTokensPerSecond(const perf::Predictor& predictor,
+                                   const std::vector<int64_t>& micro_batch_sizes,
+                                   const std::vector<int>& tp_degrees) {
+  const spec::ClusterSpec& cluster = predictor.cluster();
+  const spec::ModelSpec& model = predictor.model();
+  const int64_t s = predictor.train().seq_len;
+  std::vector<double> best(cluster.device_types.size(), 0.0);
+  for (size_t t = 0; t < best.size(); ++t) {
+    for (int64_t b : micro_batch_sizes) {
+      for (int tp : tp_degrees) {
+        if (model.num_heads % tp != 0) continue;
+        const perf::PassTimes pt = predictor.compute().Block(static_cast<int>(t), tp, b, s);
+        // FLOP/s one device achieves on a block (its 1/tp share of 3 x forward FLOPs).
+        const double rate = 3.0 * perf::BlockForwardFlops(model, b, s) / tp / (pt.forward_s + pt.backward_s);
+        best[t] = std::max(best[t], rate);
+      }
+    }
+  }
+  double sum = 0;
+  for (const spec::DeviceInfo& d : cluster.devices()) sum += best[static_cast<size_t>(d.type)];
+  return sum / perf::ModelFlopsPerToken(model, s);
+}
+
+Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const PlannerOptions& options) {
+  const spec::ClusterSpec& cluster = predictor.cluster();
+  const spec::ModelSpec& model = predictor.model();
+  const spec::TrainSpec& train = predictor.train();
+  const int n = cluster.num_devices();
+  std::optional<Candidate> best;
+  std::string last_error = "no shape dp * pp * tp uses all devices";
+  for (int tp : options.tp_degrees) {
+    if (n % tp != 0) continue;
+    for (int pp = 1; pp <= model.num_blocks && pp <= n / tp; ++pp) {
+      if ((n / tp) % pp != 0) continue;
+      const int dp = n / tp / pp;
+      for (int64_t b : options.micro_batch_sizes) {
+        for (spec::Recompute rec : options.recompute) {
+          spec::UniformPlanOptions u;
+          u.dp = dp;
+          u.pp = pp;
+          u.tp = tp;
+          u.micro_batch_size = b;
+          u.schedule = options.schedule;
+          u.recompute = rec;
+          u.optimizer_sharding = options.zero1 && dp > 1 ? spec::OptimizerSharding::kZero1
+                                                         : spec::OptimizerSharding::kNone;
+          auto plan = spec::UniformPlan(cluster, model, train, u);
+          if (!plan.ok()) {
+            last_error = plan.status().message();
+            break;
+          }
+          perf::Prediction pred = predictor.Predict(*plan, options.rates);
+          if (!pred.fits_memory) {
+            last_error = "memory: " + pred.memory_violation;
+            continue;
+          }
+          if (!best || pred.iteration_s < best->prediction.iteration_s) {
+            best = Candidate{*plan, pred, 0.0,
+                             fmt::format("uniform dp={} pp={} tp={} b={} recompute={}", dp, pp, tp,
+                                         b, spec::RecomputeName(rec))};
+          }
+          break;
+        }
+      }
+    }
+  }
+  if (!best) return Err("uniform plan: nothing fits; last reason: {}", last_error);
+  return *best;
+}
+
+double Candidate::TokensPerSecond(int64_t tokens_per_step) const {
+  const double t = simulated_s > 0 ? simulated_s : prediction.iteration_s;
+  return t > 0 ? static_cast<double>(tokens_per_step) / t : 0.0;
+}
+
+std::string SummarizeReport(const PlanReport& report) {
+  const double tps = report.best.TokensPerSecond(report.tokens_per_step);
+  std::string out = fmt::format("plan: {:.1f} tokens/s, MFU {:.1f}% (predicted), iteration {:.3f} s predicted",
+                                tps, 100 * report.best.prediction.mfu,
+                                report.best.prediction.iteration_s);
+  if (report.best.simulated_s > 0) out += fmt::format(", {:.3f} s simulated", report.best.simulated_s);
+  out += "\n";
+  for (const Baseline& b : report.baselines) {
+    if (b.found) {
+      const double other = b.candidate.TokensPerSecond(report.tokens_per_step);
+      out += fmt::format("  vs {}: {:.1f} tokens/s, speedup {:.3f}x\n", b.name, other, tps / other);
+    } else {
+      out += fmt::format("  vs {}: none ({})\n", b.name, b.why_not);
+    }
+  }
+  if (report.compute_bound_tokens_per_s > 0) {
+    out += fmt::format("  compute bound: {:.1f} tokens/s, ratio {:.4f}\n",
+                       report.compute_bound_tokens_per_s, tps / report.compute_bound_tokens_per_s);
+  }
+  if (report.hethub_sum_tokens_per_s > 0) {
+    out += fmt::format("  HETHUB ratio (to the sum of per-type homogeneous plans, {:.1f} tokens/s): {:.4f}\n",
+                       report.hethub_sum_tokens_per_s, tps / report.hethub_sum_tokens_per_s);
+  }
+  for (size_t i = 0; i < report.ranked.size() && i < 5; ++i) {
+    const Candidate& c = report.ranked[i];
+    out += fmt::format("  #{}: {:.1f} tokens/s, {:.3f} s predicted{}: {}\n", i + 1,
+                       c.prediction.tokens_per_s, c.prediction.iteration_s,
+                       c.simulated_s > 0 ? fmt::format(", {:.3f} s simulated", c.simulated_s) : "",
+                       c.description);
+  }
+  for (const Baseline& b : report.baselines) {
+    if (b.found) out += fmt::format("  baseline {}: {}\n", b.name, b.candidate.description);
+  }
+  if (report.exhaustive_tokens_per_s > 0) {
+    out += fmt::format("  exhaustive optimum (predicted): {:.1f} tokens/s, ratio of the top-ranked {:.4f}\n",
+                       report.exhaustive_tokens_per_s,
+                       report.ranked.front().prediction.tokens_per_s / report.exhaustive_tokens_per_s);
+  }
+  return out;
+}
+
+}  // namespace motley::plan

@@ -1,0 +1,335 @@
+// See evaluate.h.
+#include "plan/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <queue>
+
+#include <fmt/format.h>
+
+#include "perf/memory_model.h"
+
+namespace motley::plan {
+namespace {
+
+// Stage cost as an affine function of its block count n (compute models are per block).
+struct StageLine {
+  double base = 0;       // forward + backward with 0 blocks (embedding/head), + boundary transfers
+  double per_block = 0;  // forward + backward of one block
+  double fwd0 = 0, fwd1 = 0, bwd0 = 0, bwd1 = 0;
+  int64_t min_n = 1;
+  int64_t max_n = 0;     // memory limit
+  double Period(int64_t n) const { return base + static_cast<double>(n) * per_block; }
+  int64_t MaxForPeriod(double t) const {
+    if (Period(min_n) > t * (1 + 1e-12)) return -1;
+    const double n = std::floor((t * (1 + 1e-12) - base) / per_block);
+    return std::min(max_n, static_cast<int64_t>(n));
+  }
+};
+
+struct ShapeSplit {
+  bool ok = false;
+  std::string reason;
+  std::vector<int64_t> blocks;
+  double fixed = 0;  // T(m = 1)
+  double per = 0;    // steady-state period
+};
+
+void RenumberBlocks(spec::PipelinePlan* pipe) {
+  int64_t first = 0;
+  for (spec::StagePlan& st : pipe->stages) {
+    st.first_block = first;
+    first += st.num_blocks;
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> SplitMicroBatches(const std::vector<double>& fixed,
+                                       const std::vector<double>& per,
+                                       const std::vector<int64_t>& min_m, int64_t total) {
+  const size_t n = fixed.size();
+  std::vector<int64_t> m = min_m;
+  int64_t used = 0;
+  for (int64_t x : m) used += x;
+  if (used > total) return {};
+  using Item = std::pair<double, size_t>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> heap;
+  auto next_time = [&](size_t k) { return fixed[k] + static_cast<double>(m[k]) * per[k]; };
+  for (size_t k = 0; k < n; ++k) heap.emplace(next_time(k), k);
+  for (int64_t r = total - used; r > 0; --r) {
+    const size_t k = heap.top().second;
+    heap.pop();
+    ++m[k];
+    heap.emplace(next_time(k), k);
+  }
+  return m;
+}
+
+LayoutEvaluator::LayoutEvaluator(const perf::Predictor& predictor, const std::vector<Unit>& units,
+                                 perf::StragglerRates rates)
+    : predictor_(predictor), units_(units), rates_(std::move(rates)) {}
+
+LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& es) const {
+  const spec::ModelSpec& model = predictor_.model();
+  const spec::TrainSpec& train = predictor_.train();
+  const spec::ClusterSpec& cluster = predictor_.cluster();
+  LayoutEval out;
+  const int64_t b = es.micro_batch_size;
+  const int64_t L = model.num_blocks;
+  if (layout.empty()) {
+    out.reason = "no pipeline";
+    return out;
+  }
+  if (train.global_batch % b != 0) {
+    out.reason = fmt::format("batch: train.global_batch {} is not divisible by the micro-batch size {}",
+                             train.global_batch, b);
+    return out;
+  }
+  const int64_t total_m = train.global_batch / b;
+  int64_t stages_total = 0;
+  for (const auto& pipe : layout) {
+    stages_total += static_cast<int64_t>(pipe.size());
+    if (static_cast<int64_t>(pipe.size()) > L) {
+      out.reason = fmt::format("depth: a pipeline of {} stages for a model of {} blocks", pipe.size(), L);
+      return out;
+    }
+  }
+  if (stages_total > total_m) {
+    out.reason = fmt::format(
+        "batch: {} pipelines with {} stages in all need at least that many micro-batches (one per "
+        "stage each), but train.global_batch {} / micro-batch size {} gives {}",
+        layout.size(), stages_total, train.global_batch, b, total_m);
+    return out;
+  }
+  const int64_t d = static_cast<int64_t>(layout.size());
+  spec::Plan& plan = out.plan;
+  plan.schedule = es.schedule;
+  plan.recompute = es.recompute;
+  plan.optimizer_sharding =
+      es.zero1 && d > 1 ? spec::OptimizerSharding::kZero1 : spec::OptimizerSharding::kNone;
+  for (const auto& units : layout) {
+    spec::PipelinePlan pipe;
+    pipe.micro_batch_size = b;
+    for (size_t i = 0; i < units.size(); ++i) {
+      const Unit& u = units_[static_cast<size_t>(units[i])];
+      spec::StagePlan st;
+      st.devices = u.devices;
+      st.tp_degree = u.tp;
+      st.has_embedding = i == 0;
+      st.has_head = i + 1 == units.size();
+      pipe.stages.push_back(std::move(st));
+    }
+    plan.pipelines.push_back(std::move(pipe));
+  }
+  const perf::Predictor::NicSharers sharers = predictor_.CountNicSharers(plan);
+  const perf::PerfSettings& settings = predictor_.settings();
+  const int64_t gpipe_m = (total_m + d - 1) / d;
+  std::map<std::string, ShapeSplit> cache;
+  std::vector<double> fixed(static_cast<size_t>(d));
+  std::vector<double> per(static_cast<size_t>(d));
+  std::vector<int64_t> min_m(static_cast<size_t>(d));
+  for (size_t k = 0; k < layout.size(); ++k) {
+    spec::PipelinePlan& pipe = plan.pipelines[k];
+    const size_t p = pipe.stages.size();
+    std::vector<double> c(p, 0.0);
+    std::string sig;
+    for (size_t i = 0; i < p; ++i) {
+      if (i + 1 < p) c[i] = predictor_.BoundaryTime(pipe, i, sharers);
+      const Unit& u = units_[static_cast<size_t>(layout[k][i])];
+      sig += fmt::format("{}/{}/{}/{}|", u.type, u.tp, perf::GroupRate(rates_, u.devices), c[i]);
+    }
+    auto it = cache.find(sig);
+    if (it == cache.end()) {
+      ShapeSplit split;
+      std::vector<StageLine> lines(p);
+      for (size_t i = 0; i < p; ++i) {
+        const Unit& u = units_[static_cast<size_t>(layout[k][i])];
+        const spec::LinkClass* intra =
+            u.devices.size() > 1 ? &cluster.LinkBetween(u.devices[0], u.devices[1]) : nullptr;
+        const double rate = perf::GroupRate(rates_, u.devices);
+        const bool emb = i == 0;
+        const bool head = i + 1 == p;
+        const perf::StageCost c0 =
+            predictor_.StageCostOfShape(u.type, u.tp, intra, 0, emb, head, b, es.recompute, rate);
+        const perf::StageCost c1 =
+            predictor_.StageCostOfShape(u.type, u.tp, intra, 1, false, false, b, es.recompute, rate);
+        StageLine& line = lines[i];
+        line.fwd0 = c0.forward_s;
+        line.bwd0 = c0.backward_s;
+        line.fwd1 = c1.forward_s;
+        line.bwd1 = c1.backward_s;
+        line.base = c0.forward_s + c0.backward_s + (i > 0 ? c[i - 1] : 0.0) + c[i];
+        line.per_block = c1.forward_s + c1.backward_s;
+        perf::StageMemoryInput in;
+        in.has_embedding = emb;
+        in.has_head = head;
+        in.tp = u.tp;
+        in.micro_batch_size = b;
+        in.seq_len = train.seq_len;
+        in.in_flight = es.schedule == spec::PipelineSchedule::k1F1B
+                           ? static_cast<int64_t>(p - i)
+                           : gpipe_m;
+        in.dp_degree = d;
+        in.recompute = es.recompute;
+        in.sharding = plan.optimizer_sharding;
+        const double cap = cluster.device_types[static_cast<size_t>(u.type)].memory_bytes;
+        auto mem = [&](int64_t n) {
+          in.num_blocks = n;
+          return perf::StageMemoryPerDevice(model, in, settings).total();
+        };
+        const double m1 = mem(1);
+        if (m1 > cap) {
+          line.max_n = 0;
+        } else {
+          const double slope = mem(2) - m1;
+          line.max_n = slope > 0 ? 1 + static_cast<int64_t>(std::floor((cap - m1) / slope)) : L;
+        }
+        line.max_n = std::min(line.max_n, L);
+      }
+      int64_t most = 0;
+      size_t tightest = 0;
+      for (size_t i = 0; i < p; ++i) {
+        most += std::max<int64_t>(0, lines[i].max_n);
+        if (lines[i].max_n < lines[tightest].max_n) tightest = i;
+      }
+      if (most < L || lines[tightest].max_n < lines[tightest].min_n) {
+        const Unit& u = units_[static_cast<size_t>(layout[k][tightest])];
+        split.reason = fmt::format(
+            "memory: a pipeline of {} stages holds at most {} of the {} blocks at micro-batch size "
+            "{} with recompute '{}'; its tightest stage {} ('{}', tp {}, {:.1f} GiB) fits {} blocks",
+            p, most, L, b, spec::RecomputeName(es.recompute), tightest,
+            cluster.device_types[static_cast<size_t>(u.type)].name, u.tp,
+            cluster.device_types[static_cast<size_t>(u.type)].memory_bytes / kGiB,
+            lines[tightest].max_n);
+      } else {
+        std::vector<double> values;
+        for (const StageLine& line : lines) {
+          for (int64_t n = line.min_n; n <= line.max_n; ++n) values.push_back(line.Period(n));
+        }
+        std::sort(values.begin(), values.end());
+        values.erase(std::unique(values.begin(), values.end()), values.end());
+        auto feasible = [&](double t) {
+          int64_t sum = 0;
+          for (const StageLine& line : lines) {
+            const int64_t n = line.MaxForPeriod(t);
+            if (n < line.min_n) return false;
+            sum += n;
+          }
+          return sum >= L;
+        };
+        size_t lo = 0;
+        size_t hi = values.size() - 1;
+        while (lo < hi) {
+          const size_t mid = (lo + hi) / 2;
+          if (feasible(values[mid])) {
+            hi = mid;
+          } else {
+            lo = mid + 1;
+          }
+        }
+        const double t = values[lo];
+        MOTLEY_CHECK(feasible(t), "the largest period must be feasible");
+        split.blocks.assign(p, 0);
+        int64_t left = L;
+        for (size_t i = 0; i < p; ++i) {
+          split.blocks[i] = lines[i].min_n;
+          left -= lines[i].min_n;
+        }
+        std::vector<size_t> order(p);
+        for (size_t i = 0; i < p; ++i) order[i] = i;
+        std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+          return lines[x].per_block < lines[y].per_block;
+        });
+        for (size_t i : order) {
+          const int64_t add = std::min(left, lines[i].MaxForPeriod(t) - split.blocks[i]);
+          split.blocks[i] += add;
+          left -= add;
+        }
+        MOTLEY_CHECK(left == 0, "block split left blocks over");
+        std::vector<perf::StageCost> costs(p);
+        for (size_t i = 0; i < p; ++i) {
+          const double n = static_cast<double>(split.blocks[i]);
+          costs[i] = {lines[i].fwd0 + n * lines[i].fwd1, lines[i].bwd0 + n * lines[i].bwd1};
+        }
+        const std::vector<double> boundaries(c.begin(), c.end() - 1);
+        split.fixed = perf::PipelineClosedForm(costs, boundaries, 1, es.schedule).time_s;
+        split.per = perf::PipelineClosedForm(costs, boundaries, 2, es.schedule).time_s - split.fixed;
+        split.ok = true;
+      }
+      it = cache.emplace(sig, std::move(split)).first;
+    }
+    const ShapeSplit& split = it->second;
+    if (!split.ok) {
+      out.reason = split.reason;
+      return out;
+    }
+    for (size_t i = 0; i < p; ++i) pipe.stages[i].num_blocks = split.blocks[i];
+    RenumberBlocks(&pipe);
+    fixed[k] = split.fixed;
+    per[k] = split.per;
+    min_m[k] = static_cast<int64_t>(p);
+  }
+  const std::vector<int64_t> m = SplitMicroBatches(fixed, per, min_m, total_m);
+  MOTLEY_CHECK(!m.empty(), "micro-batch split after the stage-count check");
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) plan.pipelines[k].micro_batches = m[k];
+  out.prediction = predictor_.Predict(plan, rates_);
+  if (!out.prediction.fits_memory) {
+    out.reason = "memory: " + out.prediction.memory_violation;
+    return out;
+  }
+  if (stages_total <= es.polish_max_stages) Polish(&plan, &out.prediction, 50);
+  out.feasible = true;
+  return out;
+}
+
+void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds) const {
+  for (int round = 0; round < max_rounds; ++round) {
+    double best = prediction->iteration_s;
+    spec::Plan best_plan;
+    perf::Prediction best_pred;
+    bool improved = false;
+    auto consider = [&](spec::Plan& cand) {
+      perf::Prediction pred = predictor_.Predict(cand, rates_);
+      if (pred.fits_memory && pred.iteration_s < best * (1 - 1e-12)) {
+        best = pred.iteration_s;
+        best_plan = cand;
+        best_pred = std::move(pred);
+        improved = true;
+      }
+    };
+    for (size_t k = 0; k < plan->pipelines.size(); ++k) {
+      const size_t p = plan->pipelines[k].stages.size();
+      for (size_t i = 0; i + 1 < p; ++i) {
+        for (int dir = 0; dir < 2; ++dir) {
+          spec::Plan cand = *plan;
+          auto& stages = cand.pipelines[k].stages;
+          spec::StagePlan& from = stages[dir == 0 ? i : i + 1];
+          spec::StagePlan& to = stages[dir == 0 ? i + 1 : i];
+          if (from.num_blocks <= 1) continue;
+          --from.num_blocks;
+          ++to.num_blocks;
+          RenumberBlocks(&cand.pipelines[k]);
+          consider(cand);
+        }
+      }
+    }
+    for (size_t k1 = 0; k1 < plan->pipelines.size(); ++k1) {
+      for (size_t k2 = 0; k2 < plan->pipelines.size(); ++k2) {
+        if (k1 == k2) continue;
+        const spec::PipelinePlan& from = plan->pipelines[k1];
+        if (from.micro_batches <= from.num_stages()) continue;
+        spec::Plan cand = *plan;
+        --cand.pipelines[k1].micro_batches;
+        ++cand.pipelines[k2].micro_batches;
+        consider(cand);
+      }
+    }
+    if (!improved) return;
+    *plan = std::move(best_plan);
+    *prediction = std::move(best_pred);
+  }
+}
+
+}  // namespace motley::plan

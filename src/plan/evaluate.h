@@ -1,0 +1,57 @@
+// LayoutEvaluator: turns a layout (pipelines of units) into the best plan the planner knows for
+// it at one micro-batch size and recompute choice: block split per distinct pipeline shape under
+// memory limits (exact min-max of the stage period, then blocks to the fastest stages), micro-
+// batches across pipelines by water-filling (min max_k T_k(m_k), m_k >= stages), then the full
+// predictor; small plans are polished by a local search on the predicted iteration time (moving
+// one block across a boundary or one micro-batch between pipelines). Identical pipelines share
+// one split computation.
+//
+// Ownership: keeps references to the predictor and the units, which must outlive it. Thread
+// safety: Evaluate() is const and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "perf/predictor.h"
+#include "plan/units.h"
+#include "spec/plan.h"
+
+namespace motley::plan {
+
+struct EvalSettings {
+  int64_t micro_batch_size = 1;
+  spec::Recompute recompute = spec::Recompute::kNone;
+  spec::PipelineSchedule schedule = spec::PipelineSchedule::k1F1B;
+  bool zero1 = true;         // ZeRO-1 whenever there is more than one pipeline
+  int polish_max_stages = 16;  // local search when the plan has at most this many stages
+};
+
+struct LayoutEval {
+  bool feasible = false;
+  std::string reason;  // why not, naming the binding constraint
+  spec::Plan plan;
+  perf::Prediction prediction;
+};
+
+class LayoutEvaluator {
+ public:
+  LayoutEvaluator(const perf::Predictor& predictor, const std::vector<Unit>& units,
+                  perf::StragglerRates rates);
+  LayoutEval Evaluate(const Layout& layout, const EvalSettings& settings) const;
+  // Local search on a complete plan (also used by the re-planner).
+  void Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds) const;
+
+ private:
+  const perf::Predictor& predictor_;
+  const std::vector<Unit>& units_;
+  perf::StragglerRates rates_;
+};
+
+// Water-filling: m_k >= min_m[k], sum m_k = total, minimising max_k (fixed[k] + (m_k - 1) *
+// per[k]). Empty when sum(min_m) > total.
+std::vector<int64_t> SplitMicroBatches(const std::vector<double>& fixed,
+                                       const std::vector<double>& per,
+                                       const std::vector<int64_t>& min_m, int64_t total);
+
+}  // namespace motley::plan

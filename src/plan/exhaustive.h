@@ -1,0 +1,30 @@
+// Exhaustive planner: the oracle for the pruned one on small instances (DESIGN.md §3 rule 4).
+// Enumerates, for every TP degree per device type: every subset of the TP groups, every partition
+// of it into pipelines, every stage order of each pipeline, every block split (>= 1 block per
+// stage), every micro-batch size and recompute choice of the options, and every split of the
+// micro-batches over the pipelines (>= stages each); ZeRO-1 when there is more than one pipeline.
+// Each plan is scored by the predictor; the fastest that fits memory wins. Exponential: meant
+// for at most ~6 TP groups and models of a few blocks.
+#pragma once
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "perf/predictor.h"
+#include "plan/planner.h"
+
+namespace motley::plan {
+
+struct ExhaustiveResult {
+  spec::Plan plan;
+  perf::Prediction prediction;
+  int64_t plans_scored = 0;
+};
+
+// Error when nothing fits, the instance has more than `max_units` TP groups at TP 1, or more
+// than `max_plans` plans would be scored.
+Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
+                                          const PlannerOptions& options, int max_units = 6,
+                                          int64_t max_plans = 200000);
+
+}  // namespace motley::plan

@@ -1,0 +1,502 @@
+// See planner.h. Search order: each device type alone (all TP degrees; these are also the
+// homogeneous baselines and HETHUB's per-type plans), then every larger subset of types with each
+// type's two best TP degrees from the first phase. Per (types, TP) the layouts are: balanced
+// (d pipelines sharing every (island, type) bucket), segregated by type and by island, with
+// contiguous or strided placement and the stage order of types varied. Small instances (at most
+// 8 TP groups at TP 1) try every d, every type order and every combination of per-group d.
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "perf/flops.h"
+#include "perf/memory_model.h"
+#include "plan/evaluate.h"
+#include "plan/exhaustive.h"
+#include "plan/units.h"
+#include "sim/simulator.h"
+
+namespace motley::plan {
+namespace {
+
+struct Search {
+  Search(const perf::Predictor& p, const PlannerOptions& o)
+      : predictor(p), options(o), cluster(p.cluster()), model(p.model()), train(p.train()) {}
+  const perf::Predictor& predictor;
+  const PlannerOptions& options;
+  const spec::ClusterSpec& cluster;
+  const spec::ModelSpec& model;
+  const spec::TrainSpec& train;
+  bool small = false;
+  std::vector<Candidate> top;                 // sorted by predicted time, at most rank_top
+  std::map<int, std::vector<std::pair<double, int>>> per_type_tp;  // type -> (time, tp)
+  std::map<int, Candidate> best_per_type;     // homogeneous: best plan per single type
+  std::optional<Candidate> best_identical;
+  std::set<std::string> seen_layouts;
+  std::map<std::string, std::string> reasons;  // category -> an example reason
+  std::map<std::string, int64_t> reason_counts;
+  int64_t layouts = 0;
+  int64_t evaluations = 0;
+
+  void Offer(const Candidate& c) {
+    if (static_cast<int>(top.size()) >= options.rank_top &&
+        c.prediction.iteration_s >= top.back().prediction.iteration_s) {
+      return;
+    }
+    auto pos = std::upper_bound(top.begin(), top.end(), c, [](const Candidate& a, const Candidate& b) {
+      return a.prediction.iteration_s < b.prediction.iteration_s;
+    });
+    top.insert(pos, c);
+    if (static_cast<int>(top.size()) > options.rank_top) top.pop_back();
+  }
+  void NoteReason(const std::string& reason) {
+    const std::string category = reason.substr(0, reason.find(':'));
+    ++reason_counts[category];
+    auto it = reasons.find(category);
+    // Keep the example with the most context (longest) for the explanation.
+    if (it == reasons.end() || reason.size() > it->second.size()) reasons[category] = reason;
+  }
+  static bool Identical(const spec::Plan& plan, const spec::ClusterSpec& cluster) {
+    const spec::PipelinePlan& a = plan.pipelines.front();
+    for (const spec::PipelinePlan& b : plan.pipelines) {
+      if (b.stages.size() != a.stages.size() || b.micro_batches != a.micro_batches) return false;
+      for (size_t i = 0; i < a.stages.size(); ++i) {
+        if (b.stages[i].num_blocks != a.stages[i].num_blocks ||
+            b.stages[i].tp_degree != a.stages[i].tp_degree ||
+            cluster.device(b.stages[i].devices.front()).type !=
+                cluster.device(a.stages[i].devices.front()).type) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  // Evaluates one layout over micro-batch sizes and recompute choices.
+  void TryLayout(const std::vector<Unit>& units, const Layout& layout, const std::string& what,
+                 int single_type, int single_tp) {
+    if (layout.empty()) return;
+    std::string key;
+    for (const auto& p : layout) {
+      for (int u : p) key += fmt::format("{}:{},", units[static_cast<size_t>(u)].devices.front(), units[static_cast<size_t>(u)].tp);
+      key += ';';
+    }
+    if (!seen_layouts.insert(key).second) return;
+    if (options.identical_only) {
+      for (const auto& p : layout) {
+        if (p.size() != layout.front().size()) return;
+        for (size_t i = 0; i < p.size(); ++i) {
+          if (units[static_cast<size_t>(p[i])].type != units[static_cast<size_t>(layout.front()[i])].type) return;
+        }
+      }
+    }
+    ++layouts;
+    const LayoutEvaluator evaluator(predictor, units, options.rates);
+    for (int64_t b : options.micro_batch_sizes) {
+      if (b < 1 || train.global_batch % b != 0) continue;
+      bool fits = false;
+      for (spec::Recompute rec : options.recompute) {
+        EvalSettings es;
+        es.micro_batch_size = b;
+        es.recompute = rec;
+        es.schedule = options.schedule;
+        es.zero1 = options.zero1;
+        es.polish_max_stages = small ? 16 : 0;
+        ++evaluations;
+        LayoutEval ev = evaluator.Evaluate(layout, es);
+        if (!ev.feasible) {
+          NoteReason(ev.reason);
+          if (ev.reason.rfind("memory", 0) == 0) continue;  // heavier recompute may fit
+          break;
+        }
+        Candidate c;
+        c.plan = std::move(ev.plan);
+        c.prediction = std::move(ev.prediction);
+        c.description = fmt::format("{}, b={}, recompute={}", what, b, spec::RecomputeName(rec));
+        c.plan.comment = "motley planner: " + c.description;
+        if (single_type >= 0) {
+          per_type_tp[single_type].emplace_back(c.prediction.iteration_s, single_tp);
+          auto it = best_per_type.find(single_type);
+          if (it == best_per_type.end() || c.prediction.iteration_s < it->second.prediction.iteration_s) {
+            best_per_type[single_type] = c;
+          }
+        }
+        if (Identical(c.plan, cluster) &&
+            (!best_identical || c.prediction.iteration_s < best_identical->prediction.iteration_s)) {
+          best_identical = c;
+        }
+        Offer(c);
+        fits = true;
+        break;  // lighter recompute fits: heavier only costs time
+      }
+      if (!fits) break;  // a larger micro-batch needs more memory and gives fewer micro-batches
+    }
+  }
+
+  // Pipeline counts to try for U units (p = ceil(U/d) <= blocks).
+  std::vector<int> DValues(int u) const {
+    std::set<int> ds;
+    const int L = static_cast<int>(model.num_blocks);
+    if (small || u <= 64) {
+      for (int d = 1; d <= u; ++d) {
+        if ((u + d - 1) / d <= L) ds.insert(d);
+      }
+    } else {
+      std::vector<int> ps;
+      for (int p = 1; p <= std::min(L, 16); ++p) ps.push_back(p);
+      for (int p = 20; p <= L; p = p * 5 / 4) ps.push_back(p);
+      for (int p : ps) {
+        const int d = u / p;
+        if (d >= 1 && (u + d - 1) / d <= L) ds.insert(d);
+        if (d + 1 <= u && (u + d) / (d + 1) <= L) ds.insert(d + 1);
+      }
+    }
+    return {ds.begin(), ds.end()};
+  }
+
+  void SearchTypes(const std::vector<int>& types, const TpAssignment& tp, int single_type) {
+    const std::vector<Unit> all_units = BuildUnits(cluster, tp);
+    if (all_units.empty()) return;
+    if (!small || all_units.size() > 6) {
+      SearchUnits(types, tp, single_type, all_units);
+      return;
+    }
+    // Small instances: every subset of the units that keeps each type of `types` present.
+    const size_t n = all_units.size();
+    for (size_t mask = 1; mask < (size_t{1} << n); ++mask) {
+      std::vector<Unit> subset;
+      for (size_t i = 0; i < n; ++i) {
+        if (mask & (size_t{1} << i)) subset.push_back(all_units[i]);
+      }
+      bool all_types = true;
+      for (int t : types) {
+        all_types &= std::any_of(subset.begin(), subset.end(), [&](const Unit& u) { return u.type == t; });
+      }
+      if (all_types) SearchUnits(types, tp, single_type, subset);
+    }
+  }
+
+  void SearchUnits(const std::vector<int>& types, const TpAssignment& tp, int single_type,
+                   const std::vector<Unit>& units) {
+    const std::vector<Bucket> buckets = BucketUnits(units);
+    const int u = static_cast<int>(units.size());
+    // Type orders: by memory descending (memory-first placement: early stages hold the most
+    // in-flight activations) and ascending; every permutation on small instances.
+    std::vector<std::vector<int>> orders;
+    std::vector<int> by_mem = types;
+    std::stable_sort(by_mem.begin(), by_mem.end(), [&](int a, int b) {
+      return cluster.device_types[static_cast<size_t>(a)].memory_bytes >
+             cluster.device_types[static_cast<size_t>(b)].memory_bytes;
+    });
+    if (small) {
+      std::vector<int> perm = types;
+      std::sort(perm.begin(), perm.end());
+      do orders.push_back(perm);
+      while (std::next_permutation(perm.begin(), perm.end()));
+    } else {
+      orders.push_back(by_mem);
+      if (types.size() > 1) orders.emplace_back(by_mem.rbegin(), by_mem.rend());
+    }
+    const std::string tps = [&] {
+      std::string s;
+      for (int t : types) s += fmt::format("{}{}x{}", s.empty() ? "" : " ", cluster.device_types[static_cast<size_t>(t)].name, tp[static_cast<size_t>(t)]);
+      return s;
+    }();
+    const int single_tp = single_type >= 0 ? tp[static_cast<size_t>(single_type)] : 0;
+    for (const Placement placement : {Placement::kContiguous, Placement::kStrided}) {
+      const char* pl = placement == Placement::kContiguous ? "contiguous" : "strided";
+      for (const auto& order : orders) {
+        for (int d : DValues(u)) {
+          TryLayout(units, BalancedLayout(units, buckets, d, placement, order),
+                    fmt::format("balanced d={} {} [{}]", d, pl, tps), single_type, single_tp);
+          if (small && buckets.size() <= 5) {
+            // Every order of the buckets (stage order across islands too).
+            std::vector<Bucket> perm = buckets;
+            std::vector<size_t> idx(perm.size());
+            for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+            do {
+              for (size_t i = 0; i < idx.size(); ++i) perm[i] = buckets[idx[i]];
+              TryLayout(units, BalancedLayout(units, perm, d, placement, {}),
+                        fmt::format("balanced d={} {} bucket order [{}]", d, pl, tps), single_type,
+                        single_tp);
+            } while (std::next_permutation(idx.begin(), idx.end()));
+          }
+        }
+        for (int key = 0; key < 2; ++key) {
+          const std::vector<int> keys = SegregationKeys(buckets, key);
+          if (keys.size() < 2) continue;
+          std::vector<int> group_units(keys.size(), 0);
+          for (const Bucket& b : buckets) {
+            const int k = key == 0 ? b.type : b.island;
+            const auto pos = std::find(keys.begin(), keys.end(), k) - keys.begin();
+            group_units[static_cast<size_t>(pos)] += static_cast<int>(b.units.size());
+          }
+          std::set<std::vector<int>> choices;
+          // Same stage count p everywhere, and (small instances) every combination.
+          const int L = static_cast<int>(model.num_blocks);
+          for (int p = 1; p <= L; ++p) {
+            std::vector<int> ds;
+            for (int gu : group_units) ds.push_back(std::max(1, gu / p));
+            choices.insert(ds);
+            if (!small && p > 16) p = p * 5 / 4;
+          }
+          if (small) {
+            std::vector<int> ds(keys.size(), 0);
+            std::function<void(size_t)> rec = [&](size_t g) {
+              if (g == keys.size()) {
+                if (std::any_of(ds.begin(), ds.end(), [](int x) { return x > 0; })) choices.insert(ds);
+                return;
+              }
+              for (int x = 0; x <= group_units[g]; ++x) {
+                ds[g] = x;
+                rec(g + 1);
+              }
+            };
+            rec(0);
+          }
+          for (const auto& ds : choices) {
+            std::string dstr;
+            for (int x : ds) dstr += fmt::format("{}{}", dstr.empty() ? "" : ",", x);
+            TryLayout(units, SegregatedLayout(units, buckets, key, ds, placement, order, nullptr),
+                      fmt::format("segregated by {} d=({}) {} [{}]", key == 0 ? "type" : "island",
+                                  dstr, pl, tps),
+                      single_type, single_tp);
+          }
+        }
+      }
+    }
+  }
+};
+
+std::vector<int> ValidTp(const spec::ClusterSpec& cluster, const spec::ModelSpec& model,
+                         const PlannerOptions& options, int type) {
+  int smallest_node = std::numeric_limits<int>::max();
+  for (const spec::NodeSpec& n : cluster.nodes) {
+    if (n.device_type == cluster.device_types[static_cast<size_t>(type)].name) {
+      smallest_node = std::min(smallest_node, n.device_count);
+    }
+  }
+  std::vector<int> out;
+  for (int d : options.tp_degrees) {
+    if (d >= 1 && d <= smallest_node && model.num_heads % d == 0 && model.num_kv_heads % d == 0 &&
+        model.ffn_hidden % d == 0 && model.vocab_size % d == 0) {
+      out.push_back(d);
+    }
+  }
+  return out;
+}
+
+// The binding constraint when nothing fits.
+Status Explain(const Search& s, const perf::Predictor& predictor, const PlannerOptions& options) {
+  const spec::ClusterSpec& cluster = predictor.cluster();
+  const spec::ModelSpec& model = predictor.model();
+  const spec::TrainSpec& train = predictor.train();
+  bool any_b = false;
+  for (int64_t b : options.micro_batch_sizes) any_b |= b >= 1 && train.global_batch % b == 0;
+  if (!any_b) {
+    std::string sizes;
+    for (int64_t b : options.micro_batch_sizes) sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", b);
+    return Err("no plan: train.global_batch {} is not divisible by any allowed micro-batch size ({})",
+               train.global_batch, sizes);
+  }
+  // Model states alone, at their smallest (bf16 + ZeRO-1 over every device, or fp32), against the
+  // whole cluster's memory.
+  double capacity = 0;
+  for (const spec::DeviceInfo& d : cluster.devices()) {
+    capacity += cluster.device_types[static_cast<size_t>(d.type)].memory_bytes;
+  }
+  const double n = static_cast<double>(model.TotalParams());
+  const double devices = cluster.num_devices();
+  const bool fp32 = predictor.settings().precision == spec::Precision::kFp32;
+  const double min_states = n * (fp32 ? 8.0 + 8.0 / devices : 4.0 + 12.0 / devices);
+  if (min_states > capacity) {
+    return Err(
+        "no plan: the model does not fit: {} parameters need at least {:.1f} GiB for weights, "
+        "gradients and optimizer states ({} bytes per parameter with ZeRO-1 over all {} devices) "
+        "but the cluster has {:.1f} GiB in all",
+        model.TotalParams(), min_states / kGiB, fp32 ? "8 + 8/d" : "4 + 12/d",
+        cluster.num_devices(), capacity / kGiB);
+  }
+  std::string lines;
+  if (s.reasons.count("batch") && !s.reasons.count("memory")) {
+    // Batch limits hid the memory limit: say how deep a pipeline must be for memory alone.
+    double best_fit = std::numeric_limits<double>::infinity();
+    std::string where;
+    for (size_t t = 0; t < cluster.device_types.size(); ++t) {
+      for (int tp : ValidTp(cluster, model, options, static_cast<int>(t))) {
+        perf::StageMemoryInput in;
+        in.num_blocks = model.num_blocks;
+        in.has_embedding = true;
+        in.has_head = true;
+        in.tp = tp;
+        in.seq_len = train.seq_len;
+        in.recompute = spec::Recompute::kFull;
+        const double need = perf::StageMemoryPerDevice(model, in, predictor.settings()).total();
+        const double have = cluster.device_types[t].memory_bytes;
+        if (need / have < best_fit) {
+          best_fit = need / have;
+          where = fmt::format("'{}' at tp {} needs {:.1f} GiB of its {:.1f} GiB",
+                              cluster.device_types[t].name, tp, need / kGiB, have / kGiB);
+        }
+      }
+    }
+    if (best_fit > 1) {
+      lines += fmt::format(
+          "\n  memory (no single stage holds the model, so every pipeline needs at least 2 stages "
+          "and 2 micro-batches): the best single stage, {}", where);
+    }
+  }
+  for (const auto& [category, example] : s.reasons) {
+    lines += fmt::format("\n  {} ({} candidates), e.g. {}", category, s.reason_counts.at(category), example);
+  }
+  return Err("no plan fits among {} layouts; binding constraints:{}", s.layouts, lines);
+}
+
+}  // namespace
+
+Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOptions& options) {
+  const spec::ClusterSpec& cluster = predictor.cluster();
+  const spec::ModelSpec& model = predictor.model();
+  Search s(predictor, options);
+  std::vector<int> types = options.only_types;
+  if (types.empty()) {
+    const std::vector<int> counts = cluster.DevicesPerType();
+    for (size_t t = 0; t < counts.size(); ++t) {
+      if (counts[t] > 0) types.push_back(static_cast<int>(t));
+    }
+  }
+  s.small = static_cast<int>(BuildUnits(cluster, TpAssignment(cluster.device_types.size(), 1)).size()) <= 8;
+  auto progress = [&](std::string_view what, double f) {
+    if (options.progress) options.progress(what, f);
+  };
+  // Phase 1: each type alone, every valid TP degree.
+  std::map<int, std::vector<int>> tp_choices;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const int t = types[i];
+    progress(fmt::format("type {}", cluster.device_types[static_cast<size_t>(t)].name),
+             0.5 * static_cast<double>(i) / static_cast<double>(types.size()));
+    for (int tp : ValidTp(cluster, model, options, t)) {
+      TpAssignment a(cluster.device_types.size(), 0);
+      a[static_cast<size_t>(t)] = tp;
+      s.SearchTypes({t}, a, t);
+    }
+    auto& found = s.per_type_tp[t];
+    std::sort(found.begin(), found.end());
+    std::vector<int> best_tp;
+    for (const auto& [time, tp] : found) {
+      if (std::find(best_tp.begin(), best_tp.end(), tp) == best_tp.end()) best_tp.push_back(tp);
+      if (!s.small && best_tp.size() == 2) break;
+    }
+    if (best_tp.empty()) best_tp = ValidTp(cluster, model, options, t);  // none fits alone
+    tp_choices[t] = best_tp;
+  }
+  // Phase 2: larger subsets of types.
+  const size_t nt = types.size();
+  for (size_t mask = 1; mask < (size_t{1} << nt); ++mask) {
+    std::vector<int> subset;
+    for (size_t i = 0; i < nt; ++i) {
+      if (mask & (size_t{1} << i)) subset.push_back(types[i]);
+    }
+    if (subset.size() < 2) continue;
+    progress(fmt::format("{} types", subset.size()), 0.5 + 0.4 * static_cast<double>(mask) /
+                                                               static_cast<double>(size_t{1} << nt));
+    TpAssignment a(cluster.device_types.size(), 0);
+    std::function<void(size_t)> rec = [&](size_t i) {
+      if (i == subset.size()) {
+        s.SearchTypes(subset, a, -1);
+        return;
+      }
+      for (int tp : tp_choices[subset[i]]) {
+        a[static_cast<size_t>(subset[i])] = tp;
+        rec(i + 1);
+      }
+    };
+    rec(0);
+  }
+  if (s.top.empty()) return Explain(s, predictor, options);
+  PlanReport report;
+  report.ranked = s.top;
+  report.layouts_considered = s.layouts;
+  report.evaluations = s.evaluations;
+  // Confirm the best few with the simulator.
+  progress("simulating", 0.9);
+  const sim::Simulator simulator(predictor);
+  sim::SimOptions so;
+  so.rates = options.rates;
+  so.dedupe_identical_pipelines = cluster.num_devices() > 512;
+  size_t best_index = 0;
+  for (size_t i = 0; i < report.ranked.size() && static_cast<int>(i) < options.confirm_top; ++i) {
+    auto r = simulator.Run(report.ranked[i].plan, so);
+    if (!r.ok()) return r.status();
+    report.ranked[i].simulated_s = r->iteration_s;
+    if (r->iteration_s < report.ranked[best_index].simulated_s) best_index = i;
+  }
+  report.best = report.ranked[best_index];
+  report.tokens_per_step = predictor.train().global_batch * predictor.train().seq_len;
+  auto simulate = [&](Candidate* c) -> Status {
+    if (c->simulated_s > 0) return Status::Ok();
+    MOTLEY_ASSIGN_OR_RETURN(sim::SimResult r, simulator.Run(c->plan, so));
+    c->simulated_s = r.iteration_s;
+    return Status::Ok();
+  };
+  // Baselines and references.
+  report.compute_bound_tokens_per_s =
+      ComputeBoundTokensPerSecond(predictor, options.micro_batch_sizes, options.tp_degrees);
+  if (options.baselines) {
+    progress("baselines", 0.95);
+    Baseline uniform{"uniform (Megatron-style, whole cluster)", false, "", {}};
+    auto u = BestUniformPlan(predictor, options);
+    if (u.ok()) {
+      uniform.found = true;
+      uniform.candidate = *u;
+      MOTLEY_RETURN_IF_ERROR(simulate(&uniform.candidate));
+    } else {
+      uniform.why_not = u.status().message();
+    }
+    report.baselines.push_back(uniform);
+    Baseline homogeneous{"best homogeneous sub-cluster", false, "no single type fits", {}};
+    double sum = 0;
+    for (auto& [type, cand] : s.best_per_type) {
+      MOTLEY_RETURN_IF_ERROR(simulate(&cand));
+      const double tps = cand.TokensPerSecond(report.tokens_per_step);
+      sum += tps;
+      if (!homogeneous.found ||
+          tps > homogeneous.candidate.TokensPerSecond(report.tokens_per_step)) {
+        homogeneous.found = true;
+        homogeneous.name = fmt::format("best homogeneous sub-cluster ({})",
+                                       cluster.device_types[static_cast<size_t>(type)].name);
+        homogeneous.candidate = cand;
+      }
+    }
+    report.hethub_sum_tokens_per_s = sum;
+    report.baselines.push_back(homogeneous);
+    Baseline identical{"identical pipelines only", s.best_identical.has_value(),
+                       s.best_identical ? "" : "no layout with identical pipelines fits", {}};
+    if (s.best_identical) {
+      identical.candidate = *s.best_identical;
+      MOTLEY_RETURN_IF_ERROR(simulate(&identical.candidate));
+    }
+    report.baselines.push_back(identical);
+    if (options.exhaustive_max_units > 0) {
+      auto ex = ExhaustiveSearch(predictor, options, options.exhaustive_max_units,
+                                 options.exhaustive_max_plans);
+      if (ex.ok()) report.exhaustive_tokens_per_s = ex->prediction.tokens_per_s;
+    }
+  }
+  // A baseline the simulator finds faster than every confirmed candidate is the better answer.
+  for (const Baseline& b : report.baselines) {
+    if (b.found && b.candidate.simulated_s > 0 && b.candidate.simulated_s < report.best.simulated_s) {
+      report.best = b.candidate;
+    }
+  }
+  progress("done", 1.0);
+  return report;
+}
+
+}  // namespace motley::plan

@@ -1,0 +1,96 @@
+// The planner (DESIGN.md §8): searches layouts of TP groups into pipelines (identical where the
+// cluster allows, mixed otherwise; island-major stage order so that data-parallel groups stay
+// inside islands and only pipeline traffic crosses slow links), splits blocks per pipeline under
+// memory limits and micro-batches across pipelines (plan/evaluate.h), ranks candidates with the
+// predictor and confirms the best few with the simulator. Beside the answer it computes the
+// baselines (uniform Megatron-style split over the whole cluster, best homogeneous sub-cluster,
+// identical pipelines only) and the references (HETHUB's ratio, the compute bound, the exhaustive
+// optimum on small instances). Infeasible requests return an error naming the binding constraint.
+//
+// Ownership: the predictor (and its cluster, model, train spec, compute model) must outlive the
+// call. Thread safety: PlanCluster is reentrant; the progress callback runs on the caller's thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "perf/predictor.h"
+#include "spec/plan.h"
+
+namespace motley::plan {
+
+struct PlannerOptions {
+  std::vector<int64_t> micro_batch_sizes = {1, 2, 4, 8};  // those dividing the global batch
+  // Tried in order per layout; the first that fits memory is kept (lighter recompute is faster).
+  std::vector<spec::Recompute> recompute = {spec::Recompute::kNone, spec::Recompute::kSelective,
+                                            spec::Recompute::kFull};
+  std::vector<int> tp_degrees = {1, 2, 4, 8};
+  spec::PipelineSchedule schedule = spec::PipelineSchedule::k1F1B;
+  bool zero1 = true;
+  int rank_top = 10;     // candidates kept in the ranking
+  int confirm_top = 6;   // of those, confirmed by the simulator (the choice goes by simulation)
+  bool baselines = true;
+  // Exhaustive reference when the cluster has at most this many TP groups at TP 1 and the search
+  // scores at most exhaustive_max_plans plans (0 = never).
+  int exhaustive_max_units = 6;
+  int64_t exhaustive_max_plans = 200000;
+  perf::StragglerRates rates;         // current straggler rates (re-planning)
+  std::vector<int> only_types;        // restrict to these device type indices (empty = all)
+  bool identical_only = false;        // only layouts whose pipelines are all identical
+  std::function<void(std::string_view stage, double fraction)> progress;
+};
+
+struct Candidate {
+  spec::Plan plan;
+  perf::Prediction prediction;
+  double simulated_s = 0;  // 0 when not simulated
+  std::string description;
+  // Tokens/s by the simulated time when there is one, else by the predicted time. Baselines and
+  // the chosen plan are all simulated, so ratios between them compare like with like.
+  double TokensPerSecond(int64_t tokens_per_step) const;
+};
+
+struct Baseline {
+  std::string name;        // "uniform", "homogeneous (h100)", "identical pipelines"
+  bool found = false;
+  std::string why_not;     // when not found
+  Candidate candidate;
+};
+
+struct PlanReport {
+  Candidate best;                     // the simulator-confirmed choice among the top candidates
+  std::vector<Candidate> ranked;      // by predicted iteration time
+  std::vector<Baseline> baselines;
+  int64_t tokens_per_step = 0;        // global batch * sequence length
+  // References, in tokens/s (0 = not computed).
+  double compute_bound_tokens_per_s = 0;   // sum of achievable FLOP/s / model FLOPs per token
+  double hethub_sum_tokens_per_s = 0;      // sum over device types of the best homogeneous plan
+                                           // (simulated)
+  double exhaustive_tokens_per_s = 0;      // exhaustive optimum (small instances), predicted:
+                                           // compare with ranked.front()'s predicted tokens/s
+  int64_t layouts_considered = 0;
+  int64_t evaluations = 0;
+};
+
+Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOptions& options);
+
+// The best uniform Megatron-style plan over the whole cluster (dp * pp * tp == all devices, even
+// block and batch split), over the (dp, pp, tp, b, recompute) that fit; error when none fits.
+Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const PlannerOptions& options);
+
+// The achievable compute bound: sum over devices of the best FLOP/s the compute model grants one
+// device on a block, over the model FLOPs per token (no plan can exceed it under that model).
+// The device's best per-block FLOP/s is taken over the given micro-batch sizes and TP degrees.
+double ComputeBoundTokensPerSecond(const perf::Predictor& predictor,
+                                   const std::vector<int64_t>& micro_batch_sizes,
+                                   const std::vector<int>& tp_degrees);
+
+// One line per baseline and reference for logs: ratio of the plan to each.
+std::string SummarizeReport(const PlanReport& report);
+
+}  // namespace motley::plan

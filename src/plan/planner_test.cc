@@ -1,0 +1,104 @@
+// Planner tests: valid plans that beat the uniform baseline on a heterogeneous cluster, NIC-aware
+// placement on two islands joined by a slow link, references and baselines present, and
+// infeasible requests explained by their binding constraint.
+#include "plan/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "plan/test_util.h"
+#include "sim/simulator.h"
+
+namespace motley::plan {
+namespace {
+
+using testing::MakeWorld;
+
+TEST(PlannerTest, HeterogeneousClusterBeatsUniformAndValidates) {
+  // 8 devices: a node of 4 h100 and a node of 4 a100-40g.
+  auto w = MakeWorld({{"h", "h100", 1, 4, "nvlink", "ib-hdr"}, {"a", "a100-40g", 1, 4, "nvlink", "ib-hdr"}},
+                     "ib-hdr", "llama2-7b", 32, 2048);
+  PlannerOptions options;
+  auto report = PlanCluster(*w->predictor, options);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  for (const Candidate& c : report->ranked) {
+    EXPECT_TRUE(spec::ValidatePlan(c.plan, w->cluster, w->model, w->train).ok())
+        << spec::ValidatePlan(c.plan, w->cluster, w->model, w->train).message();
+    EXPECT_TRUE(c.prediction.fits_memory);
+  }
+  ASSERT_EQ(report->baselines.size(), 3u);
+  const Baseline& uniform = report->baselines[0];
+  ASSERT_TRUE(uniform.found) << uniform.why_not;
+  const double tps = report->best.TokensPerSecond(report->tokens_per_step);
+  EXPECT_GT(tps, uniform.candidate.TokensPerSecond(report->tokens_per_step));
+  EXPECT_GT(uniform.candidate.simulated_s, 0);
+  EXPECT_GE(report->ranked.front().prediction.tokens_per_s,
+            report->baselines[1].candidate.prediction.tokens_per_s);
+  // The compute bound is never exceeded; the best plan is simulated.
+  EXPECT_LT(tps, report->compute_bound_tokens_per_s);
+  EXPECT_GT(report->best.simulated_s, 0);
+  EXPECT_GT(report->hethub_sum_tokens_per_s, 0);
+  EXPECT_FALSE(SummarizeReport(*report).empty());
+}
+
+TEST(PlannerTest, KeepsDataParallelTrafficInsideIslands) {
+  // Two islands of 2 nodes x 8 a100 joined by a 10G WAN; llama2-13b needs 2 stages at TP 8.
+  auto w = MakeWorld({{"x", "a100-80g", 2, 8, "nvlink", "ib-hdr"}, {"y", "a100-80g", 2, 8, "nvlink", "ib-hdr"}},
+                     "wan-10g", "llama2-13b", 64, 4096);
+  PlannerOptions options;
+  options.baselines = false;
+  auto report = PlanCluster(*w->predictor, options);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const spec::Plan& best = report->best.plan;
+  // Every data-parallel group (stages holding the same blocks) lies inside one island.
+  const perf::Predictor::DpGroups groups = w->predictor->ComputeDpGroups(best);
+  for (const auto& seg : groups.segments) {
+    std::set<int> islands;
+    for (const auto& [k, i] : seg.holders) {
+      islands.insert(w->cluster.device(best.pipelines[static_cast<size_t>(k)].stages[static_cast<size_t>(i)].devices.front()).island);
+    }
+    EXPECT_LE(islands.size(), 1u) << best.comment;
+  }
+  // And it beats the placement that puts each pipeline in one island (DP over the WAN).
+  spec::UniformPlanOptions u;
+  u.dp = 4;
+  u.pp = 2;
+  u.tp = 4;
+  auto flat = spec::UniformPlan(w->cluster, w->model, w->train, u);
+  ASSERT_TRUE(flat.ok()) << flat.status().message();
+  EXPECT_LT(report->best.prediction.iteration_s, w->predictor->Predict(*flat).iteration_s);
+}
+
+TEST(PlannerTest, ModelTooLargeIsExplained) {
+  auto w = MakeWorld({{"a", "a100-40g", 1, 2, "nvlink", "ib-hdr"}}, "ib-hdr", "llama2-70b", 8, 4096);
+  auto report = PlanCluster(*w->predictor, PlannerOptions{});
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("the model does not fit"), std::string::npos)
+      << report.status().message();
+  EXPECT_NE(report.status().message().find("GiB"), std::string::npos);
+}
+
+TEST(PlannerTest, IndivisibleBatchIsExplained) {
+  auto w = MakeWorld({{"a", "a100-80g", 1, 8, "nvlink", "ib-hdr"}}, "ib-hdr", "llama2-7b", 7, 2048);
+  PlannerOptions options;
+  options.micro_batch_sizes = {2, 4};
+  auto report = PlanCluster(*w->predictor, options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("global_batch 7 is not divisible"), std::string::npos)
+      << report.status().message();
+}
+
+TEST(PlannerTest, BatchTooSmallForTheStagesMemoryNeedsIsExplained) {
+  // llama2-13b on 8 a100-40g: no TP group of a node holds the model alone, so at least 2 stages
+  // are needed, but a global batch of 1 gives one micro-batch.
+  auto w = MakeWorld({{"a", "a100-40g", 1, 8, "nvlink", "ib-hdr"}}, "ib-hdr", "llama2-13b", 1, 4096);
+  PlannerOptions options;
+  options.tp_degrees = {1};
+  auto report = PlanCluster(*w->predictor, options);
+  ASSERT_FALSE(report.ok());
+  const std::string& msg = report.status().message();
+  EXPECT_NE(msg.find("batch ("), std::string::npos) << msg;
+  EXPECT_NE(msg.find("memory ("), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace motley::plan

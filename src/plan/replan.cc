@@ -1,0 +1,127 @@
+// See replan.h.
+#include "plan/replan.h"
+
+#include <algorithm>
+#include <map>
+
+#include "perf/comm_model.h"
+#include "plan/evaluate.h"
+#include "plan/units.h"
+
+namespace motley::plan {
+namespace {
+
+// What one device holds: blocks [first, end), embedding, head, at TP degree tp.
+struct Holding {
+  int64_t first = 0;
+  int64_t end = 0;
+  bool embedding = false;
+  bool head = false;
+  int tp = 0;
+};
+
+std::map<int, Holding> Holdings(const spec::Plan& plan) {
+  std::map<int, Holding> out;
+  for (const spec::PipelinePlan& pipe : plan.pipelines) {
+    for (const spec::StagePlan& st : pipe.stages) {
+      for (int d : st.devices) {
+        out[d] = Holding{st.first_block, st.end_block(), st.has_embedding, st.has_head, st.tp_degree};
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void MovedState(const perf::Predictor& predictor, const spec::Plan& current, const spec::Plan& next,
+                Bytes* moved_bytes, Seconds* migration_s) {
+  const spec::ModelSpec& model = predictor.model();
+  const spec::ClusterSpec& cluster = predictor.cluster();
+  // Bytes of state per parameter that must move: weights + master weights + two moments (bf16
+  // mixed: 2 + 4 + 8), or weights + moments (fp32: 4 + 8). Gradients are rebuilt each step.
+  const double per_param = predictor.settings().precision == spec::Precision::kFp32 ? 12.0 : 14.0;
+  const std::map<int, Holding> old_h = Holdings(current);
+  const std::map<int, Holding> new_h = Holdings(next);
+  *moved_bytes = 0;
+  *migration_s = 0;
+  for (const auto& [device, h] : new_h) {
+    double params = 0;
+    const auto it = old_h.find(device);
+    const bool same_tp = it != old_h.end() && it->second.tp == h.tp;
+    int64_t kept = 0;
+    if (same_tp) {
+      kept = std::max<int64_t>(0, std::min(h.end, it->second.end) - std::max(h.first, it->second.first));
+    }
+    params += static_cast<double>(h.end - h.first - kept) * static_cast<double>(model.BlockParams());
+    if (h.embedding && !(same_tp && it->second.embedding)) params += static_cast<double>(model.EmbeddingParams());
+    if (h.head && !(same_tp && it->second.head)) params += static_cast<double>(model.HeadParams());
+    const Bytes bytes = params / h.tp * per_param;
+    *moved_bytes += bytes;
+    if (bytes > 0) {
+      const Seconds t = bytes / perf::NodeNicBandwidth(cluster, cluster.device(device).node);
+      *migration_s = std::max(*migration_s, t);
+    }
+  }
+}
+
+Result<ReplanResult> Replan(const perf::Predictor& predictor, const spec::Plan& current,
+                            const ReplanOptions& options) {
+  const perf::StragglerRates& rates = options.planner.rates;
+  ReplanResult result;
+  const double horizon = static_cast<double>(options.horizon_steps);
+  auto choice = [&](Candidate c) {
+    ReplanChoice ch;
+    MovedState(predictor, current, c.plan, &ch.moved_bytes, &ch.migration_s);
+    ch.score_s = horizon * c.prediction.iteration_s + ch.migration_s;
+    ch.candidate = std::move(c);
+    return ch;
+  };
+  result.current = choice(Candidate{current, predictor.Predict(current, rates), 0, "current plan"});
+  result.chosen = result.current;
+  // Current layout, re-split for the new rates.
+  std::vector<Unit> units;
+  Layout layout;
+  for (const spec::PipelinePlan& pipe : current.pipelines) {
+    layout.emplace_back();
+    for (const spec::StagePlan& st : pipe.stages) {
+      Unit u;
+      u.devices = st.devices;
+      u.tp = st.tp_degree;
+      u.type = predictor.cluster().device(st.devices.front()).type;
+      u.node = predictor.cluster().device(st.devices.front()).node;
+      u.island = predictor.cluster().device(st.devices.front()).island;
+      layout.back().push_back(static_cast<int>(units.size()));
+      units.push_back(std::move(u));
+    }
+  }
+  const LayoutEvaluator evaluator(predictor, units, rates);
+  EvalSettings es;
+  es.micro_batch_size = current.pipelines.front().micro_batch_size;
+  es.recompute = current.recompute;
+  es.schedule = current.schedule;
+  es.zero1 = current.optimizer_sharding == spec::OptimizerSharding::kZero1;
+  LayoutEval ev = evaluator.Evaluate(layout, es);
+  if (ev.feasible) {
+    // Keep the blocks where they are when the re-split is not faster (no needless moves).
+    if (ev.prediction.iteration_s < result.current.candidate.prediction.iteration_s) {
+      ev.plan.comment = "re-split of the current layout for the new straggler rates";
+      result.rebalanced = choice(Candidate{ev.plan, ev.prediction, 0, "current layout, re-split"});
+    } else {
+      result.rebalanced = result.current;
+    }
+    if (result.rebalanced.score_s < result.chosen.score_s) result.chosen = result.rebalanced;
+  }
+  PlannerOptions po = options.planner;
+  po.baselines = false;
+  auto planned = PlanCluster(predictor, po);
+  if (planned.ok()) {
+    for (const Candidate& c : planned->ranked) {
+      result.fresh.push_back(choice(c));
+      if (result.fresh.back().score_s < result.chosen.score_s) result.chosen = result.fresh.back();
+    }
+  }
+  return result;
+}
+
+}  // namespace motley::plan

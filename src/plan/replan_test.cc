@@ -1,0 +1,47 @@
+// Re-planning tests: a straggler makes the re-planner move blocks away from it; with a short
+// horizon it prefers the plan that moves the least state.
+#include "plan/replan.h"
+
+#include <gtest/gtest.h>
+
+#include "plan/test_util.h"
+
+namespace motley::plan {
+namespace {
+
+TEST(ReplanTest, StragglerShiftsWorkAndShortHorizonMovesLittle) {
+  auto w = testing::MakeWorld({{"a", "a100-80g", 1, 8, "nvlink", "ib-hdr"}}, "ib-hdr", "llama2-7b",
+                              16, 2048);
+  spec::UniformPlanOptions u;
+  u.dp = 2;
+  u.pp = 4;
+  u.tp = 1;
+  u.optimizer_sharding = spec::OptimizerSharding::kZero1;
+  auto current = spec::UniformPlan(w->cluster, w->model, w->train, u);
+  ASSERT_TRUE(current.ok()) << current.status().message();
+  ReplanOptions options;
+  options.planner.rates.assign(8, 1.0);
+  options.planner.rates[2] = 3.0;  // pipeline 0, stage 1
+  options.horizon_steps = 1000;
+  auto long_run = Replan(*w->predictor, *current, options);
+  ASSERT_TRUE(long_run.ok()) << long_run.status().message();
+  const double before = long_run->current.candidate.prediction.iteration_s;
+  EXPECT_LT(long_run->chosen.candidate.prediction.iteration_s, 0.9 * before);
+  EXPECT_LT(long_run->rebalanced.candidate.prediction.iteration_s, before);
+  EXPECT_TRUE(spec::ValidatePlan(long_run->chosen.candidate.plan, w->cluster, w->model, w->train).ok());
+  // The re-split of the current layout moves less state than any fresh plan.
+  ASSERT_FALSE(long_run->fresh.empty());
+  for (const ReplanChoice& f : long_run->fresh) {
+    EXPECT_LE(long_run->rebalanced.moved_bytes, f.moved_bytes);
+  }
+  EXPECT_EQ(long_run->current.moved_bytes, 0);
+  // A horizon of one step: moving anything costs more than it gains.
+  options.horizon_steps = 1;
+  auto short_run = Replan(*w->predictor, *current, options);
+  ASSERT_TRUE(short_run.ok());
+  EXPECT_LE(short_run->chosen.moved_bytes, long_run->chosen.moved_bytes);
+  EXPECT_LE(short_run->chosen.score_s, short_run->current.score_s);
+}
+
+}  // namespace
+}  // namespace motley::plan
