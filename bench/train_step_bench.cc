@@ -1,0 +1,84 @@
+// Whole training steps of the single-device loop's model (model::Stage holding every block, the
+// embedding and the head, plus AdamW), as train::Train runs them minus data sampling: forward and
+// backward of one micro-batch, global-norm clipping and one AdamW update. Reported per preset and
+// thread count (the benchmark argument; OpenBLAS's process-wide thread count is set to the same):
+// tokens/s and achieved GFLOP/s counting 6N + 12LCT FLOPs per token (src/train/flops.h), so the
+// GFLOP/s can be divided by motley_ops_bench's SgemmPeak rows for the share of sgemm peak a whole
+// step reaches. Cases: `small` at B=8 T=128 (the default run of `motley train`) and `gpt2-124m` at
+// B=4 T=64 (the reference point of docs/reference performance-model.md).
+//
+// Run: build-*/bench/motley_train_step_bench [--benchmark_filter=...] [--benchmark_min_time=1]
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/optimizer.h"
+#include "model/stage.h"
+#include "spec/model_spec.h"
+#include "train/flops.h"
+
+namespace motley {
+namespace {
+
+void TrainStep(benchmark::State& state, const std::string& preset, int64_t batch, int64_t seq_len) {
+  const int threads = static_cast<int>(state.range(0));
+  backend::SetBlasThreads(threads);
+  backend::CpuBackend backend(threads);
+  const spec::ModelSpec model = spec::ModelPreset(preset).value();
+  auto stage = model::Stage::Create(backend, model, model::StageLayout::Full(model), batch, seq_len,
+                                    /*seed=*/1)
+                   .value();
+  spec::OptimizerSpec opt_spec;
+  model::Optimizer optimizer(backend, stage->params(), opt_spec, /*total_steps=*/1000000);
+  // Random tokens (B, T) i32: the step's cost does not depend on the values.
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(model.vocab_size - 1));
+  std::vector<int32_t> host(static_cast<size_t>(batch * seq_len));
+  for (int32_t& t : host) t = dist(rng);
+  tensor::Tensor inputs = backend.Empty({batch, seq_len}, tensor::DType::kI32);
+  tensor::Tensor targets = backend.Empty({batch, seq_len}, tensor::DType::kI32);
+  backend.CopyFromHost(inputs, host.data(), host.size() * sizeof(int32_t));
+  backend.CopyFromHost(targets, host.data(), host.size() * sizeof(int32_t));
+  const float loss_scale = 1.0F / static_cast<float>(batch * seq_len);
+  int64_t step = 0;
+  for (auto _ : state) {
+    optimizer.ZeroGrads();
+    benchmark::DoNotOptimize(stage->ForwardLoss(0, inputs, targets));
+    stage->BackwardLoss(0, loss_scale);
+    const double sq = optimizer.GradSquaredNorm();
+    optimizer.Step(++step, model::ClipScale(sq, opt_spec.grad_clip));
+    backend.Synchronize();
+  }
+  const auto tokens = static_cast<double>(batch * seq_len);
+  state.counters["tokens/s"] =
+      benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(tokens * train::TrainFlopsPerToken(model, seq_len) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_TrainStepSmall(benchmark::State& state) {
+  TrainStep(state, "small", 8, 128);
+}
+BENCHMARK(BM_TrainStepSmall)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->MinTime(1.0);
+
+void BM_TrainStepGpt2(benchmark::State& state) {
+  TrainStep(state, "gpt2-124m", 4, 64);
+}
+BENCHMARK(BM_TrainStepGpt2)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+
+}  // namespace
+}  // namespace motley
+
+BENCHMARK_MAIN();

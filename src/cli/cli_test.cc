@@ -1,0 +1,179 @@
+// Tests of the `motley` binary itself: help on every subcommand, exit codes, errors on stderr that
+// name the file and the field, a short training run writing metrics, and the schedule printout.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "core/file_util.h"
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("motley_cli_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::string Write(const std::string& name, const std::string& text) const {
+    EXPECT_TRUE(motley::WriteFileAtomic(Path(name), text).ok());
+    return Path(name);
+  }
+
+  // Runs `motley ARGS` with stdout and stderr captured in files.
+  Outcome Run(const std::string& args) const {
+    const std::string cmd =
+        std::string(MOTLEY_BINARY) + " " + args + " >" + Path("stdout") + " 2>" + Path("stderr");
+    const int status = std::system(cmd.c_str());
+    Outcome o;
+    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    o.out = motley::ReadFile(Path("stdout")).value();
+    o.err = motley::ReadFile(Path("stderr")).value();
+    return o;
+  }
+
+  std::filesystem::path dir_;
+};
+
+// A run file for quick runs: the tiny model on the shipped corpus.
+std::string TinyRun(const std::string& train_extra) {
+  return R"(cluster:
+  name: local-cpu
+  device_types:
+    - {name: cpu, vendor: cpu, peak_flops: 100 GFLOPS, memory: 4 GiB, memory_bandwidth: 25 GB/s}
+  nodes:
+    - {name: local, device_type: cpu, device_count: 1}
+model: tiny
+train:
+  global_batch: 4
+  seq_len: 32
+  steps: 5
+  val_every: 2
+  val_batches: 1
+  threads: 1
+)" + train_extra;
+}
+
+TEST_F(CliTest, HelpWorksOnEveryCommand) {
+  Outcome top = Run("--help");
+  EXPECT_EQ(top.exit_code, 0) << top.err;
+  for (const char* sub : {"train", "validate", "schedule"}) {
+    EXPECT_NE(top.out.find(sub), std::string::npos) << top.out;
+  }
+  Outcome train = Run("train --help");
+  EXPECT_EQ(train.exit_code, 0);
+  EXPECT_NE(train.out.find("--steps"), std::string::npos) << train.out;
+  EXPECT_NE(train.out.find("--metrics"), std::string::npos);
+  EXPECT_NE(train.out.find("--threads"), std::string::npos);
+  Outcome validate = Run("validate --help");
+  EXPECT_EQ(validate.exit_code, 0);
+  EXPECT_NE(validate.out.find("--plan"), std::string::npos) << validate.out;
+  Outcome schedule = Run("schedule --help");
+  EXPECT_EQ(schedule.exit_code, 0);
+  EXPECT_NE(schedule.out.find("--micro-batches"), std::string::npos) << schedule.out;
+  EXPECT_NE(schedule.out.find("--kind"), std::string::npos);
+}
+
+TEST_F(CliTest, UsageErrorsExitOne) {
+  Outcome none = Run("");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_FALSE(none.err.empty());
+  Outcome unknown = Run("frobnicate");
+  EXPECT_EQ(unknown.exit_code, 1);
+  Outcome missing = Run("schedule --stages 2");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("micro-batches"), std::string::npos) << missing.err;
+  Outcome bad_kind = Run("schedule --stages 2 --micro-batches 4 --kind zigzag");
+  EXPECT_EQ(bad_kind.exit_code, 1);
+  Outcome bad_steps = Run("train --steps 0");
+  EXPECT_EQ(bad_steps.exit_code, 1);
+}
+
+TEST_F(CliTest, ValidatePrintsASummary) {
+  const std::string run = Write("run.yaml", TinyRun(""));
+  Outcome o = Run("validate " + run);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("cluster: local-cpu: 1 device(s) on 1 node(s)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("model: tiny: L=2 C=64"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("train: 5 steps of 4 x 32 tokens"), std::string::npos) << o.out;
+  EXPECT_TRUE(o.err.empty()) << o.err;
+}
+
+TEST_F(CliTest, BadRunFileNamesFileAndField) {
+  std::string text = TinyRun("");
+  text.replace(text.find("global_batch: 4"), 15, "global_batch: 0");
+  const std::string run = Write("bad.yaml", text);
+  for (const char* cmd : {"validate ", "train "}) {
+    Outcome o = Run(cmd + run);
+    EXPECT_EQ(o.exit_code, 1) << cmd;
+    EXPECT_NE(o.err.find("bad.yaml"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("train.global_batch"), std::string::npos) << o.err;
+    EXPECT_TRUE(o.out.find("done:") == std::string::npos);
+  }
+  const std::string typo = Write("typo.yaml", TinyRun("  stepz: 3\n"));
+  Outcome t = Run("validate " + typo);
+  EXPECT_EQ(t.exit_code, 1);
+  EXPECT_NE(t.err.find("stepz"), std::string::npos) << t.err;
+  Outcome missing = Run("validate " + Path("nope.yaml"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("nope.yaml"), std::string::npos) << missing.err;
+}
+
+TEST_F(CliTest, BadDataFileNamesTheFile) {
+  const std::string run =
+      Write("run.yaml", TinyRun("  data: {format: u16, train_path: " + Path("none.bin") + "}\n"));
+  Outcome o = Run("train " + run);
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.err.find("none.bin"), std::string::npos) << o.err;
+}
+
+TEST_F(CliTest, TrainRunsAndWritesMetrics) {
+  const std::string run = Write("run.yaml", TinyRun(""));
+  const std::string metrics = Path("m.jsonl");
+  Outcome o = Run("train " + run + " --steps 4 --metrics " + metrics + " --threads 1");
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+  // Not a terminal: plain lines, no carriage returns.
+  EXPECT_EQ(o.out.find('\r'), std::string::npos);
+  EXPECT_NE(o.out.find("step 4/4 loss"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("done: 4 steps, 512 tokens"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("final validation"), std::string::npos);
+  auto text = motley::ReadFile(metrics);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  int lines = 0;
+  for (char c : *text) lines += c == '\n' ? 1 : 0;
+  EXPECT_EQ(lines, 4);
+  EXPECT_NE(text->find("\"step\":4"), std::string::npos) << *text;
+  EXPECT_NE(text->find("\"val_loss\""), std::string::npos);
+}
+
+TEST_F(CliTest, SchedulePrintsOneLinePerStage) {
+  Outcome o = Run("schedule --stages 3 --micro-batches 4");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("stage 0:"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("stage 2:"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("stage 3:"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("in flight per stage (activations held at once): 3 2 1"), std::string::npos)
+      << o.out;
+  Outcome gpipe = Run("schedule -p 2 -m 3 --kind gpipe");
+  ASSERT_EQ(gpipe.exit_code, 0) << gpipe.err;
+  EXPECT_NE(gpipe.out.find("gpipe schedule"), std::string::npos) << gpipe.out;
+  EXPECT_NE(gpipe.out.find(": 3 3"), std::string::npos) << gpipe.out;
+}
+
+}  // namespace

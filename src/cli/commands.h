@@ -1,0 +1,18 @@
+// The `motley` subcommands. Each Add*Command registers one subcommand (its options and --help) on
+// the application; when that subcommand is chosen, its callback runs after parsing and stores the
+// process exit code in `exit_code` (0 success, 1 error, with the error printed to stderr).
+// Only commands that work are registered.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace motley::cli {
+
+// motley train [RUN.yaml] [--steps N] [--metrics FILE] [--threads N] [--micro-batches M]
+void AddTrainCommand(CLI::App& app, int& exit_code);
+// motley validate RUN.yaml [--plan PLAN.json]
+void AddValidateCommand(CLI::App& app, int& exit_code);
+// motley schedule --stages P --micro-batches M [--kind 1f1b|gpipe]
+void AddScheduleCommand(CLI::App& app, int& exit_code);
+
+}  // namespace motley::cli

@@ -1,0 +1,300 @@
+// See plan_commands.h.
+#include "cli/plan_commands.h"
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "core/file_util.h"
+#include "perf/compute_model.h"
+#include "perf/predictor.h"
+#include "perf/profile.h"
+#include "plan/planner.h"
+#include "plan/report_html.h"
+#include "sim/simulator.h"
+#include "spec/plan.h"
+#include "spec/run_file.h"
+
+namespace motley::cli {
+namespace {
+
+struct CommonArgs {
+  std::string run_path;
+  std::string plan_path;
+  std::string profile_path;
+  std::vector<std::string> stragglers;  // "ID=RATE"
+};
+
+// Everything the offline commands need, kept alive together (the predictor holds references).
+struct Offline {
+  spec::RunFile run;
+  perf::PerfSettings settings;
+  std::unique_ptr<perf::RooflineComputeModel> roofline;
+  std::unique_ptr<perf::ProfiledComputeModel> profiled;
+  std::unique_ptr<perf::Predictor> predictor;
+  perf::StragglerRates rates;
+};
+
+Result<std::unique_ptr<Offline>> Load(const CommonArgs& args) {
+  auto o = std::make_unique<Offline>();
+  MOTLEY_ASSIGN_OR_RETURN(o->run, spec::LoadRunFile(args.run_path));
+  o->settings = perf::DefaultSettings(o->run.cluster);
+  o->roofline = std::make_unique<perf::RooflineComputeModel>(o->run.cluster, o->run.model, o->settings);
+  const perf::ComputeModel* compute = o->roofline.get();
+  if (!args.profile_path.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(perf::Profile profile, perf::LoadProfile(args.profile_path));
+    MOTLEY_RETURN_IF_ERROR(perf::CheckProfileMatchesModel(profile, o->run.model));
+    o->profiled = std::make_unique<perf::ProfiledComputeModel>(std::move(profile), o->run.cluster,
+                                                               *o->roofline);
+    compute = o->profiled.get();
+  }
+  o->predictor = std::make_unique<perf::Predictor>(o->run.cluster, o->run.model, o->run.train,
+                                                   *compute, o->settings);
+  if (!args.stragglers.empty()) {
+    o->rates.assign(static_cast<size_t>(o->run.cluster.num_devices()), 1.0);
+    for (const std::string& s : args.stragglers) {
+      const size_t eq = s.find('=');
+      int id = -1;
+      double rate = 0;
+      try {
+        if (eq == std::string::npos) throw std::invalid_argument("no '='");
+        id = std::stoi(s.substr(0, eq));
+        rate = std::stod(s.substr(eq + 1));
+      } catch (const std::exception&) {
+        return Err("--straggler {}: expected DEVICE_ID=RATE, e.g. 3=2.5", s);
+      }
+      if (id < 0 || id >= o->run.cluster.num_devices() || !(rate >= 1.0)) {
+        return Err("--straggler {}: device id must be in [0, {}) and rate >= 1", s,
+                   o->run.cluster.num_devices());
+      }
+      o->rates[static_cast<size_t>(id)] = rate;
+    }
+  }
+  return o;
+}
+
+Result<spec::Plan> LoadValidPlan(const Offline& o, const std::string& path) {
+  MOTLEY_ASSIGN_OR_RETURN(spec::Plan plan, spec::LoadPlan(path));
+  MOTLEY_RETURN_IF_ERROR(spec::ValidatePlan(plan, o.run.cluster, o.run.model, o.run.train));
+  return plan;
+}
+
+std::string MemoryPerType(const Offline& o, const perf::Prediction& p) {
+  std::string out;
+  for (size_t t = 0; t < o.run.cluster.device_types.size(); ++t) {
+    if (p.peak_memory_per_type[t] <= 0) continue;
+    out += fmt::format("{}{} {:.1f}/{:.0f}", out.empty() ? "" : ", ", o.run.cluster.device_types[t].name,
+                       p.peak_memory_per_type[t] / kGiB, o.run.cluster.device_types[t].memory_bytes / kGiB);
+  }
+  return out + " GiB";
+}
+
+void PrintPrediction(const Offline& o, const spec::Plan& plan, const perf::Prediction& p) {
+  fmt::print("{:>8} {:>5} {:>10} {:>6} {:>4} {:>12} {:>10} {:>10} {:>9} {:>9} {:>10}\n", "pipeline",
+             "stage", "type", "tp", "mb", "blocks", "fwd s", "bwd s", "dp s", "opt s", "mem GiB");
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
+    const spec::PipelinePlan& pipe = plan.pipelines[k];
+    for (size_t i = 0; i < pipe.stages.size(); ++i) {
+      const spec::StagePlan& st = pipe.stages[i];
+      const perf::StagePrediction& sp = p.stages[k][i];
+      fmt::print("{:>8} {:>5} {:>10} {:>6} {:>4} {:>12} {:>10.4f} {:>10.4f} {:>9.4f} {:>9.4f} {:>10.2f}\n", k,
+                 i, o.run.cluster.device_types[static_cast<size_t>(sp.device_type)].name, st.tp_degree,
+                 pipe.micro_batches, fmt::format("[{},{})", st.first_block, st.end_block()),
+                 sp.cost.forward_s, sp.cost.backward_s, sp.dp_sync_s, sp.optimizer_s,
+                 sp.memory.total() / kGiB);
+    }
+  }
+  fmt::print("iteration {:.4f} s (pipelines {:.4f} s, exposed DP {:.4f} s, optimizer {:.4f} s), "
+             "{:.1f} tokens/s, MFU {:.1f}%, memory {}{}\n",
+             p.iteration_s, p.pipeline_s, p.exposed_dp_s, p.optimizer_s, p.tokens_per_s,
+             100 * p.mfu, MemoryPerType(o, p), p.fits_memory ? "" : "\nDOES NOT FIT: " + p.memory_violation);
+}
+
+int RunPredict(const CommonArgs& args) {
+  auto o = Load(args);
+  if (!o.ok()) return fmt::print(stderr, "motley predict: {}\n", o.status().message()), 1;
+  auto plan = LoadValidPlan(**o, args.plan_path);
+  if (!plan.ok()) return fmt::print(stderr, "motley predict: {}\n", plan.status().message()), 1;
+  PrintPrediction(**o, *plan, (*o)->predictor->Predict(*plan, (*o)->rates));
+  return 0;
+}
+
+int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
+  auto o = Load(args);
+  if (!o.ok()) return fmt::print(stderr, "motley simulate: {}\n", o.status().message()), 1;
+  auto plan = LoadValidPlan(**o, args.plan_path);
+  if (!plan.ok()) return fmt::print(stderr, "motley simulate: {}\n", plan.status().message()), 1;
+  const sim::Simulator simulator(*(*o)->predictor);
+  sim::SimOptions so;
+  so.record_trace = !trace_path.empty();
+  so.rates = (*o)->rates;
+  auto r = simulator.Run(*plan, so);
+  if (!r.ok()) return fmt::print(stderr, "motley simulate: {}\n", r.status().message()), 1;
+  const perf::Prediction pred = (*o)->predictor->Predict(*plan, (*o)->rates);
+  double busy = 0;
+  int used = 0;
+  for (size_t d = 0; d < r->device_busy_s.size(); ++d) {
+    if (r->device_busy_s[d] > 0) {
+      busy += r->device_busy_s[d];
+      ++used;
+    }
+  }
+  fmt::print("simulated iteration {:.4f} s ({} events), closed form {:.4f} s ({:+.2f}%)\n",
+             r->iteration_s, r->events, pred.iteration_s,
+             100 * (pred.iteration_s / r->iteration_s - 1));
+  fmt::print("{:.1f} tokens/s; {} devices busy {:.1f}% of the step on average\n",
+             static_cast<double>((*o)->run.train.global_batch * (*o)->run.train.seq_len) / r->iteration_s,
+             used, used > 0 ? 100 * busy / used / r->iteration_s : 0.0);
+  for (size_t d = 0; d < r->device_busy_s.size() && d < 64; ++d) {
+    if (r->device_busy_s[d] > 0) {
+      fmt::print("  device {:>4}: busy {:.4f} s, idle {:.4f} s\n", d, r->device_busy_s[d], r->device_idle_s[d]);
+    }
+  }
+  if (!trace_path.empty()) {
+    const Status s = WriteFileAtomic(trace_path, sim::ChromeTraceJson(*plan, *r));
+    if (!s.ok()) return fmt::print(stderr, "motley simulate: {}\n", s.message()), 1;
+    fmt::print("trace: {} (open in https://ui.perfetto.dev)\n", trace_path);
+  }
+  return 0;
+}
+
+struct PlanArgs {
+  CommonArgs common;
+  std::string out_path;
+  std::string report_path;
+  std::string trace_path;
+  int top = 5;
+  bool no_baselines = false;
+  bool quiet = false;
+};
+
+int RunPlan(const PlanArgs& args) {
+  auto o = Load(args.common);
+  if (!o.ok()) return fmt::print(stderr, "motley plan: {}\n", o.status().message()), 1;
+  const Offline& off = **o;
+  plan::PlannerOptions options;
+  options.rates = off.rates;
+  options.baselines = !args.no_baselines;
+  options.rank_top = std::max(args.top, options.confirm_top);
+  if (!args.quiet) {
+    options.progress = [](std::string_view what, double f) {
+      fmt::print(stderr, "[{:3.0f}%] {}\n", 100 * f, what);
+    };
+  }
+  auto report = plan::PlanCluster(*off.predictor, options);
+  if (!report.ok()) return fmt::print(stderr, "motley plan: {}\n", report.status().message()), 1;
+  const int64_t tokens = report->tokens_per_step;
+  fmt::print("{:>4} {:>12} {:>10} {:>10} {:>6}  {}\n", "rank", "tokens/s", "pred s", "sim s", "MFU",
+             "memory per device type | layout");
+  for (size_t i = 0; i < report->ranked.size() && static_cast<int>(i) < args.top; ++i) {
+    const plan::Candidate& c = report->ranked[i];
+    fmt::print("{:>4} {:>12.1f} {:>10.4f} {:>10} {:>5.1f}%  {} | {}\n", i + 1, c.TokensPerSecond(tokens),
+               c.prediction.iteration_s, c.simulated_s > 0 ? fmt::format("{:.4f}", c.simulated_s) : "-",
+               100 * c.prediction.mfu, MemoryPerType(off, c.prediction), c.description);
+  }
+  fmt::print("chosen: {}\n{}", report->best.description, plan::SummarizeReport(*report));
+  spec::Plan best = report->best.plan;
+  const Status saved = spec::SavePlan(best, args.out_path);
+  if (!saved.ok()) return fmt::print(stderr, "motley plan: {}\n", saved.message()), 1;
+  fmt::print("plan written to {}\n", args.out_path);
+  if (!args.report_path.empty() || !args.trace_path.empty()) {
+    const sim::Simulator simulator(*off.predictor);
+    sim::SimOptions so;
+    so.record_trace = true;
+    so.rates = off.rates;
+    so.dedupe_identical_pipelines = off.run.cluster.num_devices() > 512;
+    auto r = simulator.Run(best, so);
+    if (!r.ok()) return fmt::print(stderr, "motley plan: {}\n", r.status().message()), 1;
+    if (!args.report_path.empty()) {
+      const Status s = WriteFileAtomic(args.report_path, plan::ReportHtml(*off.predictor, *report, *r));
+      if (!s.ok()) return fmt::print(stderr, "motley plan: {}\n", s.message()), 1;
+      fmt::print("report written to {}\n", args.report_path);
+    }
+    if (!args.trace_path.empty()) {
+      const Status s = WriteFileAtomic(args.trace_path, sim::ChromeTraceJson(best, *r));
+      if (!s.ok()) return fmt::print(stderr, "motley plan: {}\n", s.message()), 1;
+      fmt::print("trace written to {}\n", args.trace_path);
+    }
+  }
+  return 0;
+}
+
+void AddCommon(CLI::App* cmd, CommonArgs* args, bool with_plan) {
+  cmd->add_option("run", args->run_path, "Run file (YAML, docs/formats/run-file.md)")
+      ->type_name("RUN.yaml")
+      ->required();
+  if (with_plan) {
+    cmd->add_option("plan", args->plan_path, "Plan file (JSON, docs/formats/plan.md)")
+        ->type_name("PLAN.json")
+        ->required();
+  }
+  cmd->add_option("--profile", args->profile_path,
+                  "Measured per-block times (docs/formats/profile.md); without it the roofline "
+                  "with an efficiency curve is used")
+      ->type_name("PROFILE.json");
+  cmd->add_option("--straggler", args->stragglers,
+                  "Straggler rate of a device, e.g. --straggler 3=2.5 (device 3 runs 2.5x slower); "
+                  "repeatable")
+      ->type_name("ID=RATE");
+}
+
+void Register(CLI::App& app, const std::function<void(int)>& done) {
+  auto plan_args = std::make_shared<PlanArgs>();
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan",
+      "Search the best parallel plan for the run's cluster and model: prints a ranked table "
+      "(tokens/s, MFU, memory per device type), the speedup over the uniform, homogeneous and "
+      "identical-pipelines baselines and the ratio to each reference, and writes the plan.");
+  AddCommon(plan_cmd, &plan_args->common, false);
+  plan_cmd->add_option("-o,--output", plan_args->out_path, "Where to write the chosen plan")
+      ->type_name("PLAN.json")
+      ->required();
+  plan_cmd->add_option("--report", plan_args->report_path,
+                       "Also write one self-contained HTML page (device map, stage layout, timeline)")
+      ->type_name("report.html");
+  plan_cmd->add_option("--trace", plan_args->trace_path,
+                       "Also write a Chrome trace (Perfetto) of the chosen plan's simulated step")
+      ->type_name("TRACE.json");
+  plan_cmd->add_option("--top", plan_args->top, "Rows of the ranked table")->default_val(5);
+  plan_cmd->add_flag("--no-baselines", plan_args->no_baselines,
+                     "Skip the baselines and references (faster)");
+  plan_cmd->add_flag("--quiet", plan_args->quiet, "No progress lines on stderr");
+  plan_cmd->callback([plan_args, done] { done(RunPlan(*plan_args)); });
+
+  auto predict_args = std::make_shared<CommonArgs>();
+  CLI::App* predict_cmd = app.add_subcommand(
+      "predict",
+      "Predict a plan's iteration time, tokens/s, MFU and memory per device with the closed-form "
+      "model (per stage: forward, backward, DP sync, optimizer step, memory).");
+  AddCommon(predict_cmd, predict_args.get(), true);
+  predict_cmd->callback([predict_args, done] { done(RunPredict(*predict_args)); });
+
+  auto sim_args = std::make_shared<CommonArgs>();
+  auto trace = std::make_shared<std::string>();
+  CLI::App* sim_cmd = app.add_subcommand(
+      "simulate",
+      "Replay a plan's pipeline schedule event by event (link sharing, stragglers): prints the "
+      "iteration time beside the closed form and busy/idle time per device; optionally writes a "
+      "Chrome trace.");
+  AddCommon(sim_cmd, sim_args.get(), true);
+  sim_cmd->add_option("--trace", *trace, "Write a Chrome trace (Perfetto) of the step")
+      ->type_name("TRACE.json");
+  sim_cmd->callback([sim_args, trace, done] { done(RunSimulate(*sim_args, *trace)); });
+}
+
+}  // namespace
+
+void RegisterPlanCommands(CLI::App& app, int& exit_code) {
+  Register(app, [&exit_code](int code) { exit_code = code; });
+}
+
+void RegisterPlanCommands(CLI::App& app) {
+  Register(app, [](int code) {
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace motley::cli

@@ -1,0 +1,67 @@
+// `motley schedule`: prints the per-stage action lists of one pipeline's schedule (src/sched), as
+// the runtime and the simulator both interpret them, after checking them for completeness and
+// deadlock freedom.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <fmt/core.h>
+
+#include "cli/commands.h"
+#include "sched/schedule.h"
+
+namespace motley::cli {
+namespace {
+
+struct ScheduleArgs {
+  int stages = 1;
+  int64_t micro_batches = 1;
+  spec::PipelineSchedule kind = spec::PipelineSchedule::k1F1B;
+  bool step_actions = false;
+};
+
+int RunSchedule(const ScheduleArgs& args) {
+  sched::ScheduleOptions options;
+  options.with_step_actions = args.step_actions;
+  auto schedule = sched::BuildSchedule(args.kind, args.stages, args.micro_batches, options);
+  Status status = schedule.ok() ? sched::CheckSchedule(*schedule) : schedule.status();
+  if (!status.ok()) {
+    fmt::print(stderr, "motley schedule: {}\n", status.message());
+    return 1;
+  }
+  fmt::print("{} schedule, {} stage(s), {} micro-batch(es)\n",
+             spec::PipelineScheduleName(args.kind), args.stages, args.micro_batches);
+  fmt::print("{}", sched::ScheduleToString(*schedule));
+  std::string in_flight;
+  for (int i = 0; i < args.stages; ++i) {
+    in_flight += fmt::format("{}{}", i == 0 ? "" : " ", sched::InFlightMicroBatches(*schedule, i));
+  }
+  fmt::print("\nmicro-batches in flight per stage (activations held at once): {}\n", in_flight);
+  return 0;
+}
+
+}  // namespace
+
+void AddScheduleCommand(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<ScheduleArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "schedule",
+      "Print the per-stage action lists of a pipeline schedule (F forward, B backward, SF/RF "
+      "send/receive activation, SB/RB send/receive gradient).");
+  cmd->add_option("--stages,-p", args->stages, "Pipeline stages P")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--micro-batches,-m", args->micro_batches, "Micro-batches per step M")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  const std::map<std::string, spec::PipelineSchedule> kinds = {
+      {"1f1b", spec::PipelineSchedule::k1F1B}, {"gpipe", spec::PipelineSchedule::kGPipe}};
+  cmd->add_option("--kind", args->kind, "Schedule kind: 1f1b (default) or gpipe")
+      ->transform(CLI::CheckedTransformer(kinds, CLI::ignore_case));
+  cmd->add_flag("--step-actions", args->step_actions,
+                "Append the data-parallel sync and optimizer step to every stage");
+  cmd->callback([args, &exit_code] { exit_code = RunSchedule(*args); });
+}
+
+}  // namespace motley::cli

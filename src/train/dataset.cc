@@ -1,0 +1,79 @@
+// See dataset.h.
+#include "train/dataset.h"
+
+#include <cmath>
+#include <utility>
+
+#include "train/token_file.h"
+
+#ifndef MOTLEY_SOURCE_DIR
+#error "motley_train needs the MOTLEY_SOURCE_DIR compile definition (see src/train/CMakeLists.txt)"
+#endif
+
+namespace motley::train {
+namespace {
+
+Status CheckSplitSize(int64_t tokens, int64_t seq_len, const std::string& what) {
+  if (tokens < seq_len + 1) {
+    return Err("{}: {} tokens, fewer than one sample needs (train.seq_len + 1 = {})", what, tokens,
+               seq_len + 1);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string ShippedCorpusPath() {
+  return std::string(MOTLEY_SOURCE_DIR) + "/data/corpus/kjv.txt";
+}
+
+Result<TokenSplits> SplitTokens(std::vector<int32_t> tokens, double val_fraction, int64_t seq_len,
+                                const std::string& source) {
+  if (!(val_fraction > 0.0 && val_fraction < 1.0)) {
+    return Err(
+        "train.data.val_fraction: must be in (0, 1) when train.data.val_path is empty, "
+        "got {}",
+        val_fraction);
+  }
+  const auto n = static_cast<int64_t>(tokens.size());
+  const auto n_val = static_cast<int64_t>(std::floor(static_cast<double>(n) * val_fraction));
+  const int64_t n_train = n - n_val;
+  TokenSplits splits;
+  splits.train_source = fmt::format("{}[0:{})", source, n_train);
+  splits.val_source = fmt::format("{}[{}:{})", source, n_train, n);
+  MOTLEY_RETURN_IF_ERROR(CheckSplitSize(n_train, seq_len, "training split " + splits.train_source));
+  MOTLEY_RETURN_IF_ERROR(
+      CheckSplitSize(n_val, seq_len,
+                     fmt::format("validation split {} (train.data.val_fraction = {})",
+                                 splits.val_source, val_fraction)));
+  splits.val.assign(tokens.begin() + n_train, tokens.end());
+  tokens.resize(static_cast<size_t>(n_train));
+  splits.train = std::move(tokens);
+  return splits;
+}
+
+Result<TokenSplits> LoadTokenSplits(const spec::DataSpec& data, int64_t vocab_size,
+                                    int64_t seq_len) {
+  auto format = ParseTokenFormat(data.format);
+  if (!format.ok()) return format.status().WithContext("train.data.format");
+  const std::string train_path = data.train_path.empty() ? ShippedCorpusPath() : data.train_path;
+  MOTLEY_ASSIGN_OR_RETURN(std::vector<int32_t> train_tokens,
+                          ReadTokenFile(train_path, *format, vocab_size));
+  if (data.val_path.empty()) {
+    return SplitTokens(std::move(train_tokens), data.val_fraction, seq_len, train_path);
+  }
+  MOTLEY_ASSIGN_OR_RETURN(std::vector<int32_t> val_tokens,
+                          ReadTokenFile(data.val_path, *format, vocab_size));
+  MOTLEY_RETURN_IF_ERROR(CheckSplitSize(static_cast<int64_t>(train_tokens.size()), seq_len,
+                                        "training file " + train_path));
+  MOTLEY_RETURN_IF_ERROR(CheckSplitSize(static_cast<int64_t>(val_tokens.size()), seq_len,
+                                        "validation file " + data.val_path));
+  TokenSplits splits;
+  splits.train = std::move(train_tokens);
+  splits.val = std::move(val_tokens);
+  splits.train_source = train_path;
+  splits.val_source = data.val_path;
+  return splits;
+}
+
+}  // namespace motley::train

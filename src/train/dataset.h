@@ -1,0 +1,39 @@
+// The token data of a run: the training and validation splits, loaded from the files a DataSpec
+// names (or from the shipped corpus, data/corpus/kjv.txt), as int32 ids.
+//
+// Split rule (documented in data/corpus/README.md and docs/formats/token-files.md): without a
+// val_path, the LAST floor(n * val_fraction) tokens of the training file are the validation split
+// and the rest is the training split; with a val_path, the two files are used whole.
+// Plain value type; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "spec/train_spec.h"
+
+namespace motley::train {
+
+struct TokenSplits {
+  std::vector<int32_t> train;
+  std::vector<int32_t> val;
+  std::string train_source;  // "path" or "path[0:n)" for display
+  std::string val_source;
+};
+
+// Path of the shipped corpus in this source tree (data/corpus/kjv.txt).
+std::string ShippedCorpusPath();
+
+// Loads and splits. Errors name the file (missing, bad size, id >= vocab_size) or the field
+// (train.data.format, train.data.val_fraction) and the reason; each split must hold at least
+// seq_len + 1 tokens (one sample).
+Result<TokenSplits> LoadTokenSplits(const spec::DataSpec& data, int64_t vocab_size,
+                                    int64_t seq_len);
+
+// Splits `tokens` by the rule above; the split sizes are checked as in LoadTokenSplits.
+Result<TokenSplits> SplitTokens(std::vector<int32_t> tokens, double val_fraction, int64_t seq_len,
+                                const std::string& source);
+
+}  // namespace motley::train

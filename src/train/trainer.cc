@@ -1,0 +1,228 @@
+// See trainer.h.
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <span>
+#include <thread>
+
+#include <fmt/core.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/optimizer.h"
+#include "model/stage.h"
+#include "train/batch_sampler.h"
+#include "train/dataset.h"
+#include "train/flops.h"
+#include "train/metrics.h"
+#include "train/progress.h"
+
+namespace motley::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Device-side token buffers of one micro-batch, (mb, T) i32 each, filled from host samples.
+struct MicroBatchBuffers {
+  tensor::Tensor inputs;
+  tensor::Tensor targets;
+};
+
+// Runs samples [range.begin, range.begin + range.count) of the host batch (B, T) through the
+// stage as micro-batch `mb`: forward with loss, then backward (train) or discard (eval).
+double RunMicroBatch(model::Stage& stage, MicroBatchBuffers& buf, std::span<const int32_t> inputs,
+                     std::span<const int32_t> targets, const SampleRange& range, int64_t seq_len,
+                     int64_t mb, std::optional<float> loss_scale) {
+  tensor::Backend& backend = stage.backend();
+  const auto begin = static_cast<size_t>(range.begin * seq_len);
+  const auto count = static_cast<size_t>(range.count * seq_len);
+  backend.CopyFromHost(buf.inputs, inputs.data() + begin, count * sizeof(int32_t));
+  backend.CopyFromHost(buf.targets, targets.data() + begin, count * sizeof(int32_t));
+  const double loss_sum = stage.ForwardLoss(mb, buf.inputs, buf.targets);
+  if (loss_scale) {
+    stage.BackwardLoss(mb, *loss_scale);
+  } else {
+    stage.Discard(mb);
+  }
+  return loss_sum;
+}
+
+// Mean validation loss over train.val_batches fixed global batches.
+double ValidationLoss(model::Stage& stage, MicroBatchBuffers& buf, const std::vector<int32_t>& val,
+                      const spec::TrainSpec& train, const std::vector<SampleRange>& ranges,
+                      std::vector<int32_t>& inputs, std::vector<int32_t>& targets) {
+  double loss_sum = 0.0;
+  const auto n = static_cast<int64_t>(val.size());
+  for (int64_t b = 0; b < train.val_batches; ++b) {
+    const auto offsets =
+        ValidationBatchOffsets(b, train.val_batches, train.global_batch, train.seq_len, n);
+    GatherSamples(val, offsets, train.seq_len, inputs, targets);
+    for (size_t m = 0; m < ranges.size(); ++m) {
+      loss_sum += RunMicroBatch(stage, buf, inputs, targets, ranges[m], train.seq_len,
+                                static_cast<int64_t>(m), std::nullopt);
+    }
+  }
+  return loss_sum / static_cast<double>(train.val_batches * train.global_batch * train.seq_len);
+}
+
+void Print(std::FILE* out, const std::string& text) {
+  if (out == nullptr) return;
+  fmt::print(out, "{}", text);
+  std::fflush(out);
+}
+
+}  // namespace
+
+int ResolveThreads(int requested) {
+  if (requested > 0) return requested;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& train,
+                           const TrainerOptions& options) {
+  const int64_t global_batch = train.global_batch;
+  const int64_t seq_len = train.seq_len;
+  const int64_t m = options.micro_batches;
+  if (global_batch <= 0 || seq_len <= 0 || train.steps <= 0) {
+    return Err("train: global_batch, seq_len and steps must be positive (got {}, {}, {})",
+               global_batch, seq_len, train.steps);
+  }
+  if (m < 1 || global_batch % m != 0) {
+    return Err("train.global_batch: {} is not divisible into {} equal micro-batches", global_batch,
+               m);
+  }
+  if (seq_len > model.max_seq_len) {
+    return Err("train.seq_len: {} exceeds model.max_seq_len {}", seq_len, model.max_seq_len);
+  }
+  MOTLEY_ASSIGN_OR_RETURN(TokenSplits data, LoadTokenSplits(train.data, model.vocab_size, seq_len));
+
+  TrainSummary summary;
+  summary.threads = ResolveThreads(train.threads);
+  backend::SetBlasThreads(summary.threads);  // one rank in this process: BLAS gets every thread
+  backend::CpuBackend backend(summary.threads);
+
+  const int64_t mb_size = global_batch / m;
+  MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<model::Stage> stage,
+                          model::Stage::Create(backend, model, model::StageLayout::Full(model),
+                                               mb_size, seq_len, train.seed));
+  model::Optimizer optimizer(backend, stage->params(), train.optimizer, train.steps);
+
+  std::optional<MetricsWriter> metrics;
+  if (!train.metrics_path.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(MetricsWriter writer, MetricsWriter::Open(train.metrics_path));
+    metrics.emplace(std::move(writer));
+  }
+
+  summary.params = stage->params().numel();
+  summary.non_embedding_params = NonEmbeddingParams(model);
+  summary.flops_per_token = TrainFlopsPerToken(model, seq_len);
+  Print(options.out,
+        fmt::format("model {} (L={} C={} NH={} NKV={} F={} V={}): {:.3f}M parameters, "
+                    "{:.3f}M non-embedding\n"
+                    "data: train {} ({} tokens), validation {} ({} tokens)\n"
+                    "batch {} x {} tokens in {} micro-batch(es), {} steps, {} thread(s)\n",
+                    model.name, model.num_blocks, model.hidden, model.num_heads, model.num_kv_heads,
+                    model.ffn_hidden, model.vocab_size, static_cast<double>(summary.params) / 1e6,
+                    static_cast<double>(summary.non_embedding_params) / 1e6, data.train_source,
+                    data.train.size(), data.val_source, data.val.size(), global_batch, seq_len, m,
+                    train.steps, summary.threads));
+
+  std::FILE* out = options.out != nullptr ? options.out : stdout;
+  const bool interactive =
+      options.out != nullptr && options.interactive.value_or(ProgressReporter::IsTerminal(out));
+  const int64_t log_every =
+      options.log_every > 0 ? options.log_every : std::max<int64_t>(1, train.steps / 20);
+  std::optional<ProgressReporter> progress;
+  if (options.out != nullptr) progress.emplace(out, interactive, train.steps, log_every);
+
+  MicroBatchBuffers buf{backend.Empty(tensor::Shape{mb_size, seq_len}, tensor::DType::kI32),
+                        backend.Empty(tensor::Shape{mb_size, seq_len}, tensor::DType::kI32)};
+  std::vector<int32_t> inputs(static_cast<size_t>(global_batch * seq_len));
+  std::vector<int32_t> targets(static_cast<size_t>(global_batch * seq_len));
+  const std::vector<SampleRange> ranges = SplitBatch(global_batch, m);
+  const auto tokens_per_step = global_batch * seq_len;
+  const float loss_scale = 1.0F / static_cast<float>(tokens_per_step);
+  const auto num_train = static_cast<int64_t>(data.train.size());
+  const Clock::time_point run_start = Clock::now();
+
+  for (int64_t step = 1; step <= train.steps; ++step) {
+    const Clock::time_point step_start = Clock::now();
+    optimizer.ZeroGrads();
+    // Sampling uses the 0-based step index; metrics and the LR schedule count from 1.
+    const auto offsets = TrainBatchOffsets(train.seed, step - 1, global_batch, seq_len, num_train);
+    GatherSamples(data.train, offsets, seq_len, inputs, targets);
+    double loss_sum = 0.0;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      loss_sum += RunMicroBatch(*stage, buf, inputs, targets, ranges[i], seq_len,
+                                static_cast<int64_t>(i), loss_scale);
+    }
+    const double loss = loss_sum / static_cast<double>(tokens_per_step);
+    if (!std::isfinite(loss)) {
+      if (progress) progress->Finish();
+      return Err(
+          "step {}: training loss is {} (not finite); the run diverged: lower "
+          "train.optimizer.lr or set train.optimizer.grad_clip",
+          step, loss);
+    }
+    const double grad_sq = optimizer.GradSquaredNorm();
+    if (!std::isfinite(grad_sq)) {
+      if (progress) progress->Finish();
+      return Err("step {}: gradient norm is not finite (loss {:.4f}); the run diverged", step,
+                 loss);
+    }
+    const float lr = optimizer.Step(step, model::ClipScale(grad_sq, train.optimizer.grad_clip));
+    backend.Synchronize();
+
+    StepMetrics sm;
+    sm.step = step;
+    sm.loss = loss;
+    sm.lr = lr;
+    sm.grad_norm = std::sqrt(grad_sq);
+    sm.tokens = tokens_per_step;
+    sm.step_time_s = SecondsSince(step_start);
+    sm.tokens_per_s = static_cast<double>(tokens_per_step) / sm.step_time_s;
+    sm.gflops = summary.flops_per_token * sm.tokens_per_s / 1e9;
+    summary.train_time_s += sm.step_time_s;
+    summary.tokens += tokens_per_step;
+    if (step == 1) summary.first_train_loss = loss;
+    summary.final_train_loss = loss;
+
+    const bool validate = train.val_every > 0 && train.val_batches > 0 &&
+                          (step % train.val_every == 0 || step == train.steps);
+    if (validate) {
+      const double val_loss = ValidationLoss(*stage, buf, data.val, train, ranges, inputs, targets);
+      sm.val_loss = val_loss;
+      summary.val_history.emplace_back(step, val_loss);
+      if (step == train.steps) summary.final_val_loss = val_loss;
+    }
+    if (metrics) MOTLEY_RETURN_IF_ERROR(metrics->Write(sm));
+    if (progress) {
+      progress->Update(sm, SecondsSince(run_start));
+      if (sm.val_loss) progress->Note(fmt::format("step {}: val_loss {:.4f}", step, *sm.val_loss));
+    }
+  }
+  if (progress) progress->Finish();
+  summary.steps = train.steps;
+  summary.tokens_per_s = static_cast<double>(summary.tokens) / summary.train_time_s;
+  summary.gflops = summary.flops_per_token * summary.tokens_per_s / 1e9;
+  Print(options.out, FormatSummary(summary));
+  return summary;
+}
+
+std::string FormatSummary(const TrainSummary& s) {
+  std::string val = s.final_val_loss ? fmt::format("{:.4f}", *s.final_val_loss) : "not measured";
+  return fmt::format(
+      "done: {} steps, {} tokens in {:.2f} s of training ({} thread(s))\n"
+      "loss: first step {:.4f}, final train {:.4f}, final validation {}\n"
+      "throughput: {:.0f} tokens/s, {:.2f} GFLOP/s achieved ({:.3f} MFLOP per token = "
+      "6N + 12LCT, N = {} non-embedding parameters)\n",
+      s.steps, s.tokens, s.train_time_s, s.threads, s.first_train_loss, s.final_train_loss, val,
+      s.tokens_per_s, s.gflops, s.flops_per_token / 1e6, s.non_embedding_params);
+}
+
+}  // namespace motley::train

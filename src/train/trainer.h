@@ -1,0 +1,62 @@
+// The single-device training loop: one CpuBackend with the run's thread count, one model Stage
+// holding every block plus the embedding and the head, and AdamW. Each step samples the step's
+// global batch from (seed, step) (batch_sampler.h), runs it as `micro_batches` forward/backward
+// passes that accumulate gradients with loss scale 1 / (B*T) (DESIGN §4), clips by global norm and
+// takes one AdamW step on the warm-up + cosine schedule. Validation loss on fixed batches of the
+// validation split every train.val_every steps and after the last step. Per-step metrics go to the
+// JSONL file train.metrics_path (docs/formats/metrics.md); progress and a final summary go to
+// `out`. This loop is the oracle that every parallel plan's trajectory is compared with.
+//
+// Errors (Result): unreadable or invalid data (naming the file or field), a global batch that the
+// micro-batch count does not divide, an unwritable metrics file, and a non-finite loss or gradient
+// norm (naming the step). Thread safety: one call per thread; it sets OpenBLAS's process-wide
+// thread count to the run's thread count.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "spec/model_spec.h"
+#include "spec/train_spec.h"
+
+namespace motley::train {
+
+struct TrainerOptions {
+  int64_t micro_batches = 1;        // the global batch is split into this many equal micro-batches
+  std::FILE* out = stdout;          // progress, validation lines and summary; nullptr: silent
+  std::optional<bool> interactive;  // progress bar with '\r'; unset: whether `out` is a terminal
+  int64_t log_every = 0;            // plain progress line every N steps; 0: steps / 20, at least 1
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  int64_t tokens = 0;                    // tokens trained on (steps * B * T)
+  double first_train_loss = 0.0;         // mean loss of step 1
+  double final_train_loss = 0.0;         // mean loss of the last step
+  std::optional<double> final_val_loss;  // after the last step (unset when val_every == 0)
+  std::vector<std::pair<int64_t, double>> val_history;  // (step, val_loss)
+  double train_time_s = 0.0;                            // sum of step times (validation excluded)
+  double tokens_per_s = 0.0;                            // tokens / train_time_s
+  double flops_per_token = 0.0;                         // 6 N + 12 L C T (flops.h)
+  double gflops = 0.0;               // achieved GFLOP/s: flops_per_token * tokens_per_s / 1e9
+  int64_t params = 0;                // all parameters
+  int64_t non_embedding_params = 0;  // N of the FLOP count
+  int threads = 1;
+};
+
+// Trains `model` as `train` says. The data comes from train.data (LoadTokenSplits).
+Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& train,
+                           const TrainerOptions& options = {});
+
+// The summary block printed at the end of a run (several lines, newline-terminated).
+std::string FormatSummary(const TrainSummary& summary);
+
+// Threads a run uses: train.threads, or every core when it is 0.
+int ResolveThreads(int requested);
+
+}  // namespace motley::train
