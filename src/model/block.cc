@@ -1,6 +1,8 @@
 // See block.h.
 #include "model/block.h"
 
+#include "core/check.h"
+
 namespace motley::model {
 
 using tensor::Backend;
@@ -20,6 +22,17 @@ BlockDims BlockDims::From(const spec::ModelSpec& model, int64_t batch, int64_t s
   d.norm_eps = model.norm_eps;
   d.rope_theta = model.rope_theta;
   return d;
+}
+
+BlockDims BlockDims::Sharded(int tp_degree) const {
+  MOTLEY_CHECK(tp_degree >= 1 && nh % tp_degree == 0 && nkv % tp_degree == 0 &&
+                   f % tp_degree == 0,
+               "tp_degree must divide num_heads, num_kv_heads and ffn_hidden");
+  BlockDims s = *this;
+  s.nh = nh / tp_degree;
+  s.nkv = nkv / tp_degree;
+  s.f = f / tp_degree;
+  return s;
 }
 
 BlockActivations BlockActivations::Allocate(Backend& backend, const BlockDims& d) {
@@ -59,7 +72,7 @@ BlockScratch BlockScratch::Allocate(Backend& backend, const BlockDims& d) {
 }
 
 void BlockForward(Backend& backend, const BlockDims& d, const BlockWeights& w, const Tensor& inp,
-                  Tensor& out, BlockActivations& acts, BlockScratch& scratch) {
+                  Tensor& out, BlockActivations& acts, BlockScratch& scratch, TpGroup* tp) {
   const int64_t n = d.n();
   const Shape q_rows{n, d.nh * d.hs};
   const Shape kv_rows{n, d.nkv * d.hs};
@@ -76,6 +89,7 @@ void BlockForward(Backend& backend, const BlockDims& d, const BlockWeights& w, c
   backend.RopeForward(acts.k, acts.k, /*pos_offset=*/0, d.rope_theta);
   backend.AttentionForward(acts.att_out, acts.att, acts.q, acts.k, acts.v);
   backend.MatmulForward(scratch.nc, acts.att_out.Reshaped(q_rows), w.wo);
+  if (tp != nullptr) tp->AllReduceSum(scratch.nc);  // row-parallel o_proj: sum the partials
   backend.Add(acts.x2, inp, scratch.nc);
 
   // MLP half.
@@ -84,12 +98,13 @@ void BlockForward(Backend& backend, const BlockDims& d, const BlockWeights& w, c
   backend.MatmulForward(acts.up, acts.ln2, w.wu);
   backend.SwiGluForward(acts.h, acts.gate, acts.up);
   backend.MatmulForward(scratch.nc, acts.h, w.wd);
+  if (tp != nullptr) tp->AllReduceSum(scratch.nc);  // row-parallel down_proj
   backend.Add(out, acts.x2, scratch.nc);
 }
 
 void BlockBackward(Backend& backend, const BlockDims& d, const BlockWeights& w, BlockWeights& dw,
                    const Tensor& inp, const BlockActivations& acts, Tensor& dresidual,
-                   BlockScratch& s) {
+                   BlockScratch& s, TpGroup* tp) {
   const int64_t n = d.n();
   const Shape q_rows{n, d.nh * d.hs};
   const Shape kv_rows{n, d.nkv * d.hs};
@@ -103,6 +118,7 @@ void BlockBackward(Backend& backend, const BlockDims& d, const BlockWeights& w, 
   backend.SetZero(s.dln);
   backend.MatmulBackward(s.dln, dw.wg, s.dgate, acts.ln2, w.wg);
   backend.MatmulBackward(s.dln, dw.wu, s.dup, acts.ln2, w.wu);
+  if (tp != nullptr) tp->AllReduceSum(s.dln);  // column-parallel gate/up: sum input gradients
   backend.RmsNormBackward(dresidual, dw.ln2, s.dln, acts.x2, w.ln2, acts.rstd2);
   // dresidual is now dL/d(x2).
 
@@ -125,6 +141,7 @@ void BlockBackward(Backend& backend, const BlockDims& d, const BlockWeights& w, 
   backend.MatmulBackward(s.dln, dw.wq, dq2, acts.ln1, w.wq);
   backend.MatmulBackward(s.dln, dw.wk, dk2, acts.ln1, w.wk);
   backend.MatmulBackward(s.dln, dw.wv, dv2, acts.ln1, w.wv);
+  if (tp != nullptr) tp->AllReduceSum(s.dln);  // column-parallel q/k/v
   backend.RmsNormBackward(dresidual, dw.ln1, s.dln, inp, w.ln1, acts.rstd1);
   // dresidual is now dL/d(inp).
 }

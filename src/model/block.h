@@ -10,11 +10,16 @@
 //
 // Shape letters: B batch, T sequence, N = B*T rows, C hidden, NH/NKV heads, HS head size, F SwiGLU.
 // All ops go through tensor::Backend. Gradients ACCUMULATE (+=) as in the Backend contract.
+// Tensor parallelism (Megatron): with a TpGroup, BlockDims holds this rank's share of the heads and
+// of F (BlockDims::Sharded), the weights are shards (parameters.h), and the block all-reduces the
+// partial outputs of o_proj and down_proj (forward) and the partial input gradients of the q/k/v
+// and gate/up matmuls (backward); without one (nullptr) it is the plain single-device block.
 // Thread safety: the functions touch only their arguments; one caller per Backend at a time.
 #pragma once
 
 #include <cstdint>
 
+#include "model/tp_group.h"
 #include "spec/model_spec.h"
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
@@ -27,6 +32,9 @@ struct BlockDims {
   float rope_theta = 10000.0F;
   int64_t n() const { return b * t; }
   static BlockDims From(const spec::ModelSpec& model, int64_t batch, int64_t seq_len);
+  // The dims one of `tp_degree` TP ranks computes with: nh, nkv and f divided by tp_degree (which
+  // must divide them); c and hs unchanged.
+  BlockDims Sharded(int tp_degree) const;
 };
 
 // One block's nine tensors (values, or their gradients), as handles into a ParameterSet.
@@ -78,15 +86,16 @@ struct BlockScratch {
   static BlockScratch Allocate(tensor::Backend& backend, const BlockDims& d);
 };
 
-// out (N, C) = block(inp (N, C)); fills `acts`. out must not alias inp.
+// out (N, C) = block(inp (N, C)); fills `acts`. out must not alias inp. `tp`: the stage's TP group
+// (nullptr without tensor parallelism).
 void BlockForward(tensor::Backend& backend, const BlockDims& d, const BlockWeights& w,
                   const tensor::Tensor& inp, tensor::Tensor& out, BlockActivations& acts,
-                  BlockScratch& scratch);
+                  BlockScratch& scratch, TpGroup* tp = nullptr);
 
 // On entry dresidual (N, C) holds dL/d(out); on return it holds dL/d(inp). Weight gradients are
 // accumulated into `dw`. `inp` (N, C) and `acts` are what BlockForward saw and filled.
 void BlockBackward(tensor::Backend& backend, const BlockDims& d, const BlockWeights& w,
                    BlockWeights& dw, const tensor::Tensor& inp, const BlockActivations& acts,
-                   tensor::Tensor& dresidual, BlockScratch& scratch);
+                   tensor::Tensor& dresidual, BlockScratch& scratch, TpGroup* tp = nullptr);
 
 }  // namespace motley::model

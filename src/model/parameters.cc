@@ -5,6 +5,7 @@
 
 #include <fmt/core.h>
 
+#include "core/check.h"
 #include "model/init.h"
 
 namespace motley::model {
@@ -46,6 +47,14 @@ Status ValidateStageLayout(const spec::ModelSpec& model, const StageLayout& layo
   if (layout.num_blocks == 0 && !layout.has_embedding && !layout.has_head) {
     return Err("{}: a stage must hold at least one block, the embedding or the head", where);
   }
+  const int d = layout.tp_degree;
+  if (d < 1 || layout.tp_rank < 0 || layout.tp_rank >= d) {
+    return Err("{}: tp_rank {} is outside [0, tp_degree {})", where, layout.tp_rank, d);
+  }
+  if (model.num_heads % d != 0 || model.num_kv_heads % d != 0 || model.ffn_hidden % d != 0) {
+    return Err("{}: tp_degree {} must divide num_heads {}, num_kv_heads {} and ffn_hidden {}",
+               where, d, model.num_heads, model.num_kv_heads, model.ffn_hidden);
+  }
   return Status::Ok();
 }
 
@@ -62,9 +71,22 @@ std::vector<ParamInfo> StageParamInfos(const spec::ModelSpec& model, const Stage
   const int64_t v = model.vocab_size;
   const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(model.num_blocks));
 
+  const int64_t d = layout.tp_degree;
+  const int64_t r = layout.tp_rank;
+
   std::vector<ParamInfo> infos;
   auto weight = [&](std::string name, Shape shape, double init_std) {
     infos.push_back(ParamInfo{std::move(name), shape, InitKind::kNormal, init_std, true});
+  };
+  // Shard r of d of a (rows, cols) weight along `dim` (0: column-parallel, 1: row-parallel).
+  auto shard = [&](std::string name, int64_t rows, int64_t cols, int dim, double init_std) {
+    if (d == 1) return weight(std::move(name), Shape{rows, cols}, init_std);
+    ParamInfo info{std::move(name), dim == 0 ? Shape{rows / d, cols} : Shape{rows, cols / d},
+                   InitKind::kNormal, init_std, true};
+    info.shard_dim = dim;
+    info.shard_offset = r * (dim == 0 ? rows / d : cols / d);
+    info.full_shape = Shape{rows, cols};
+    infos.push_back(std::move(info));
   };
   auto norm = [&](std::string name) {
     infos.push_back(ParamInfo{std::move(name), Shape{c}, InitKind::kOnes, 0.0, false});
@@ -74,14 +96,14 @@ std::vector<ParamInfo> StageParamInfos(const spec::ModelSpec& model, const Stage
   for (int64_t b = layout.first_block; b < layout.first_block + layout.num_blocks; ++b) {
     const auto& s = kBlockParamSuffixes;
     norm(BlockParamName(b, s[0]));
-    weight(BlockParamName(b, s[1]), Shape{q_out, c}, kInitStd);
-    weight(BlockParamName(b, s[2]), Shape{kv_out, c}, kInitStd);
-    weight(BlockParamName(b, s[3]), Shape{kv_out, c}, kInitStd);
-    weight(BlockParamName(b, s[4]), Shape{c, q_out}, residual_std);
+    shard(BlockParamName(b, s[1]), q_out, c, 0, kInitStd);
+    shard(BlockParamName(b, s[2]), kv_out, c, 0, kInitStd);
+    shard(BlockParamName(b, s[3]), kv_out, c, 0, kInitStd);
+    shard(BlockParamName(b, s[4]), c, q_out, 1, residual_std);
     norm(BlockParamName(b, s[5]));
-    weight(BlockParamName(b, s[6]), Shape{f, c}, kInitStd);
-    weight(BlockParamName(b, s[7]), Shape{f, c}, kInitStd);
-    weight(BlockParamName(b, s[8]), Shape{c, f}, residual_std);
+    shard(BlockParamName(b, s[6]), f, c, 0, kInitStd);
+    shard(BlockParamName(b, s[7]), f, c, 0, kInitStd);
+    shard(BlockParamName(b, s[8]), c, f, 1, residual_std);
   }
   if (layout.has_head) {
     norm("model.norm.weight");
@@ -109,10 +131,28 @@ void ParameterSet::Initialize(Backend& backend, uint64_t seed) {
   for (Parameter& p : params_) {
     if (p.info.init == InitKind::kOnes) {
       backend.Fill(p.value, 1.0F);
-    } else {
+    } else if (!p.info.sharded()) {
       const std::vector<float> values =
           NormalInit(seed, p.name(), p.value.numel(), p.info.init_std);
       backend.CopyFromHost(p.value, values.data(), values.size() * sizeof(float));
+    } else {
+      // Draw the full tensor's stream and keep this shard's slice (2-D weights only).
+      const Shape full = p.info.full_shape;
+      MOTLEY_CHECK(full.rank() == 2 && p.value.shape().rank() == 2, "shards are 2-D weights");
+      const std::vector<float> values =
+          NormalInit(seed, p.name(), full.numel(), p.info.init_std);
+      const int64_t rows = p.value.shape()[0];
+      const int64_t cols = p.value.shape()[1];
+      const int64_t row0 = p.info.shard_dim == 0 ? p.info.shard_offset : 0;
+      const int64_t col0 = p.info.shard_dim == 1 ? p.info.shard_offset : 0;
+      std::vector<float> slice(static_cast<size_t>(rows * cols));
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t j = 0; j < cols; ++j) {
+          slice[static_cast<size_t>(i * cols + j)] =
+              values[static_cast<size_t>((row0 + i) * full[1] + col0 + j)];
+        }
+      }
+      backend.CopyFromHost(p.value, slice.data(), slice.size() * sizeof(float));
     }
   }
 }

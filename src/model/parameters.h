@@ -42,14 +42,20 @@ struct StageLayout {
   int64_t num_blocks = 0;
   bool has_embedding = false;
   bool has_head = false;
+  // Tensor parallelism (Megatron): this device holds shard tp_rank of tp_degree of the blocks'
+  // q/k/v/gate/up (rows, by heads / columns of F) and o/down (columns) weights; norms, embedding
+  // and head are replicated on every TP rank. tp_degree must divide NH, NKV and F.
+  int tp_rank = 0;
+  int tp_degree = 1;
 
   static StageLayout Full(const spec::ModelSpec& model) {
     return StageLayout{0, model.num_blocks, true, true};
   }
 };
 
-// Checks the model's structure (sizes positive, NH % NKV == 0, C % NH == 0, HS even) and that the
-// layout's block range lies in [0, L) and holds something. Errors are prefixed with `where`.
+// Checks the model's structure (sizes positive, NH % NKV == 0, C % NH == 0, HS even), that the
+// layout's block range lies in [0, L) and holds something, and that its TP degree divides NH, NKV
+// and F with 0 <= tp_rank < tp_degree. Errors are prefixed with `where`.
 Status ValidateStageLayout(const spec::ModelSpec& model, const StageLayout& layout,
                            std::string_view where);
 
@@ -62,6 +68,15 @@ struct ParamInfo {
   InitKind init = InitKind::kNormal;
   double init_std = 0.0;      // for kNormal
   bool weight_decay = false;  // AdamW decay: 2-D weights only, never norm weights
+  // Tensor-parallel shard: this tensor is the slice [shard_offset, shard_offset + shape[shard_dim])
+  // along dimension shard_dim of the logical tensor of shape full_shape. shard_dim == -1: the whole
+  // tensor (full_shape is then unused; FullShape() returns shape).
+  int shard_dim = -1;
+  int64_t shard_offset = 0;
+  tensor::Shape full_shape{};
+
+  bool sharded() const { return shard_dim >= 0; }
+  tensor::Shape FullShape() const { return sharded() ? full_shape : shape; }
 };
 
 // "model.layers.{block}.{suffix}"
@@ -77,6 +92,7 @@ inline constexpr size_t kParamsPerBlock = 9;
 // The tensors of a stage, in order: embedding, each block (kBlockParamSuffixes order), final norm,
 // LM head. Initialisation follows GPT-2/llm.c: normal(0, 0.02), o_proj and down_proj (the
 // projections into the residual stream) scaled by 1/sqrt(2L) (GPT-2 paper, §2.3); norm weights 1.
+// With layout.tp_degree > 1 the block weights are the layout's shards (see StageLayout).
 std::vector<ParamInfo> StageParamInfos(const spec::ModelSpec& model, const StageLayout& layout);
 
 // One parameter: value, gradient and the two AdamW moments, all f32 of the same shape.
@@ -96,7 +112,8 @@ class ParameterSet {
   static ParameterSet Allocate(tensor::Backend& backend, std::vector<ParamInfo> infos);
 
   // Sets every value from its (seed, name) stream (see init.h); independent of the set's content,
-  // so two sets holding the same name get the same tensor.
+  // so two sets holding the same name get the same tensor. A shard gets its slice of the full
+  // tensor's values, so any TP degree starts from the same logical weights.
   void Initialize(tensor::Backend& backend, uint64_t seed);
 
   size_t size() const { return params_.size(); }

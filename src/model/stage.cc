@@ -12,7 +12,7 @@ using tensor::Tensor;
 
 Result<std::unique_ptr<Stage>> Stage::Create(Backend& backend, const spec::ModelSpec& model,
                                              const StageLayout& layout, int64_t batch,
-                                             int64_t seq_len, uint64_t seed) {
+                                             int64_t seq_len, uint64_t seed, TpGroup* tp) {
   MOTLEY_RETURN_IF_ERROR(ValidateStageLayout(model, layout, "stage"));
   if (batch <= 0 || seq_len <= 0) {
     return Err("stage: micro-batch shape (B={}, T={}) must be positive", batch, seq_len);
@@ -21,19 +21,29 @@ Result<std::unique_ptr<Stage>> Stage::Create(Backend& backend, const spec::Model
     return Err("stage: sequence length T={} exceeds model '{}' max_seq_len {}", seq_len, model.name,
                model.max_seq_len);
   }
+  if (layout.tp_degree > 1) {
+    if (tp == nullptr || tp->size() != layout.tp_degree || tp->rank() != layout.tp_rank) {
+      return Err("stage: tp_degree {} (tp_rank {}) needs a TP group of that size and rank",
+                 layout.tp_degree, layout.tp_rank);
+    }
+  } else {
+    tp = nullptr;
+  }
   ParameterSet params = ParameterSet::Allocate(backend, StageParamInfos(model, layout));
   params.Initialize(backend, seed);
+  const BlockDims dims = BlockDims::From(model, batch, seq_len).Sharded(layout.tp_degree);
   return std::unique_ptr<Stage>(
-      new Stage(backend, model, layout, BlockDims::From(model, batch, seq_len), std::move(params)));
+      new Stage(backend, model, layout, dims, std::move(params), tp));
 }
 
 Stage::Stage(Backend& backend, spec::ModelSpec model, const StageLayout& layout,
-             const BlockDims& dims, ParameterSet params)
+             const BlockDims& dims, ParameterSet params, TpGroup* tp)
     : backend_(backend),
       model_(std::move(model)),
       layout_(layout),
       dims_(dims),
-      params_(std::move(params)) {
+      params_(std::move(params)),
+      tp_(tp) {
   size_t i = 0;
   if (layout_.has_embedding) {
     wte_ = params_[i].value;
@@ -130,7 +140,7 @@ Stage::Slot& Stage::RunForward(int64_t mb, const Tensor& input) {
   }
   for (size_t b = 0; b < w_.size(); ++b) {
     BlockForward(backend_, dims_, w_[b], slot.resid[b], slot.resid[b + 1], slot.blocks[b],
-                 scratch_);
+                 scratch_, tp_);
   }
   return slot;
 }
@@ -156,7 +166,7 @@ double Stage::ForwardLoss(int64_t mb, const Tensor& input, const Tensor& targets
 Tensor Stage::RunBackward(Slot& slot) {
   for (size_t b = w_.size(); b-- > 0;) {
     BlockBackward(backend_, dims_, w_[b], dw_[b], slot.resid[b], slot.blocks[b], dresidual_,
-                  scratch_);
+                  scratch_, tp_);
   }
   if (layout_.has_embedding) backend_.EmbeddingBackward(dwte_, dresidual_, slot.tokens);
   slot.in_use = false;

@@ -8,6 +8,10 @@
 // slot (allocating one only when none is free, i.e. during warm-up) and keeps it until
 // Backward(mb) or Discard(mb) releases it; after warm-up no step allocates device memory.
 //
+// Tensor parallelism: a layout with tp_degree > 1 holds one shard of the blocks (parameters.h) and
+// needs a TpGroup of that size (tp_group.h); activations and gradients at the stage's boundary are
+// full (B, T, C) and identical on every TP rank, and the loss is computed on every TP rank.
+//
 // Shape letters: B batch, T sequence, N = B*T, C hidden, V vocabulary.
 // Ownership: a Stage owns its parameters and activations; it keeps a reference to the Backend,
 // which must outlive it. Tensors it returns alias its internal buffers (see each method).
@@ -21,6 +25,7 @@
 #include "core/status.h"
 #include "model/block.h"
 #include "model/parameters.h"
+#include "model/tp_group.h"
 #include "spec/model_spec.h"
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
@@ -31,11 +36,13 @@ class Stage {
  public:
   // Validates the layout, allocates the stage's parameters on `backend` and initialises them from
   // `seed` (init.h). batch (B) and seq_len (T) fix the micro-batch shape; T may not exceed
-  // model.max_seq_len (when that is set).
+  // model.max_seq_len (when that is set). `tp` (non-owning, must outlive the Stage) is required
+  // when layout.tp_degree > 1 and must then have size tp_degree and rank tp_rank.
   static Result<std::unique_ptr<Stage>> Create(tensor::Backend& backend,
                                                const spec::ModelSpec& model,
                                                const StageLayout& layout, int64_t batch,
-                                               int64_t seq_len, uint64_t seed);
+                                               int64_t seq_len, uint64_t seed,
+                                               TpGroup* tp = nullptr);
 
   Stage(const Stage&) = delete;
   Stage& operator=(const Stage&) = delete;
@@ -92,7 +99,7 @@ class Stage {
   };
 
   Stage(tensor::Backend& backend, spec::ModelSpec model, const StageLayout& layout,
-        const BlockDims& dims, ParameterSet params);
+        const BlockDims& dims, ParameterSet params, TpGroup* tp);
 
   Slot& Acquire(int64_t mb);
   Slot& Find(int64_t mb);
@@ -105,6 +112,7 @@ class Stage {
   StageLayout layout_;
   BlockDims dims_;
   ParameterSet params_;
+  TpGroup* tp_ = nullptr;  // non-owning; nullptr without tensor parallelism
 
   // Handles into params_ (tensors alias).
   tensor::Tensor wte_, dwte_;         // (V, C)

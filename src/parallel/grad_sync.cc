@@ -1,0 +1,176 @@
+// See grad_sync.h.
+#include "parallel/grad_sync.h"
+
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <string_view>
+
+#include <fmt/core.h>
+
+#include "core/check.h"
+
+namespace motley::parallel {
+
+using tensor::DType;
+using tensor::Shape;
+using tensor::Tensor;
+
+int LayerOfParameter(std::string_view name, int64_t num_blocks) {
+  if (name == "model.embed_tokens.weight") return 0;
+  if (name == "model.norm.weight" || name == "lm_head.weight") {
+    return static_cast<int>(num_blocks) + 1;
+  }
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return -1;
+  name.remove_prefix(kPrefix.size());
+  int64_t block = -1;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), block);
+  if (ec != std::errc() || block < 0 || block >= num_blocks || end == name.data() + name.size() ||
+      *end != '.') {
+    return -1;
+  }
+  return static_cast<int>(block) + 1;
+}
+
+namespace {
+
+// Whether stage `s` holds layer `id` of a model with L blocks.
+bool HoldsLayer(const spec::StagePlan& s, int id, int64_t num_blocks) {
+  if (id == 0) return s.has_embedding;
+  if (id == static_cast<int>(num_blocks) + 1) return s.has_head;
+  return s.first_block <= id - 1 && id - 1 < s.end_block();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<GradientSync>> GradientSync::Create(const WorldLayout& layout, int rank,
+                                                           const spec::ModelSpec& model,
+                                                           comm::Communicator& world,
+                                                           tensor::Backend& backend,
+                                                           model::ParameterSet& params) {
+  const RankInfo& me = layout.rank(rank);
+  std::unique_ptr<GradientSync> sync(
+      new GradientSync(backend, params, me.pipeline == 0, me.tp_rank));
+  const int64_t L = model.num_blocks;
+  const spec::StagePlan& my_stage = layout.stage_of(rank);
+  for (int id = 0; id <= static_cast<int>(L) + 1; ++id) {
+    // The holders: one stage per pipeline. Uniform when they all have one TP degree.
+    int degree = -1;
+    bool mixed = false;
+    for (const spec::PipelinePlan& p : layout.plan().pipelines) {
+      for (const spec::StagePlan& s : p.stages) {
+        if (!HoldsLayer(s, id, L)) continue;
+        if (degree >= 0 && degree != s.tp_degree) mixed = true;
+        degree = s.tp_degree;
+      }
+    }
+    const bool mine = HoldsLayer(my_stage, id, L);
+    const int color = !mine ? comm::kUndefinedColor : (mixed ? 0 : me.tp_rank);
+    MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> group,
+                            world.Split(color, rank));
+    if (!mine) continue;
+    Layer layer;
+    layer.id = id;
+    layer.mixed = mixed;
+    int64_t numel = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (LayerOfParameter(params[i].name(), L) != id) continue;
+      layer.params.push_back(i);
+      numel += mixed ? params[i].info.FullShape().numel() : params[i].value.numel();
+    }
+    if (layer.params.empty()) {
+      return Err("gradient groups: rank {} holds layer {} but has none of its parameters", rank,
+                 id);
+    }
+    if (group != nullptr && group->size() > 1) {
+      layer.comm = std::move(group);
+      layer.buffer = tensor::HostTensor(Shape{numel}, DType::kF32);
+    }
+    sync->layers_.push_back(std::move(layer));
+  }
+  return sync;
+}
+
+void GradientSync::Pack(Layer& layer) {
+  auto* out = layer.buffer.data<float>();
+  if (!layer.mixed) {
+    for (size_t i : layer.params) {
+      const model::Parameter& p = params_[i];
+      backend_.CopyToHost(out, p.grad, p.grad.bytes());
+      out += p.grad.numel();
+    }
+    return;
+  }
+  std::memset(out, 0, layer.buffer.bytes());
+  std::vector<float> local;
+  for (size_t i : layer.params) {
+    const model::Parameter& p = params_[i];
+    const Shape full = p.info.FullShape();
+    if (!p.info.sharded()) {
+      if (tp_rank_ == 0) backend_.CopyToHost(out, p.grad, p.grad.bytes());
+    } else {
+      local.resize(static_cast<size_t>(p.grad.numel()));
+      backend_.CopyToHost(local.data(), p.grad, p.grad.bytes());
+      const int64_t rows = p.grad.shape()[0], cols = p.grad.shape()[1];
+      const int64_t row0 = p.info.shard_dim == 0 ? p.info.shard_offset : 0;
+      const int64_t col0 = p.info.shard_dim == 1 ? p.info.shard_offset : 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(out + (row0 + r) * full[1] + col0, local.data() + r * cols,
+                    static_cast<size_t>(cols) * sizeof(float));
+      }
+    }
+    out += full.numel();
+  }
+}
+
+void GradientSync::Unpack(Layer& layer) {
+  const auto* in = layer.buffer.data<float>();
+  std::vector<float> local;
+  for (size_t i : layer.params) {
+    model::Parameter& p = params_[i];
+    if (!layer.mixed || !p.info.sharded()) {
+      backend_.CopyFromHost(p.grad, in, p.grad.bytes());
+      in += layer.mixed ? p.info.FullShape().numel() : p.grad.numel();
+      continue;
+    }
+    const Shape full = p.info.full_shape;
+    local.resize(static_cast<size_t>(p.grad.numel()));
+    const int64_t rows = p.grad.shape()[0], cols = p.grad.shape()[1];
+    const int64_t row0 = p.info.shard_dim == 0 ? p.info.shard_offset : 0;
+    const int64_t col0 = p.info.shard_dim == 1 ? p.info.shard_offset : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(local.data() + r * cols, in + (row0 + r) * full[1] + col0,
+                  static_cast<size_t>(cols) * sizeof(float));
+    }
+    backend_.CopyFromHost(p.grad, local.data(), p.grad.bytes());
+    in += full.numel();
+  }
+}
+
+Status GradientSync::Reduce() {
+  const auto start = std::chrono::steady_clock::now();
+  for (Layer& layer : layers_) {
+    if (layer.comm == nullptr) continue;
+    Pack(layer);
+    MOTLEY_RETURN_IF_ERROR(layer.comm->AllReduce(layer.buffer, comm::ReduceOp::kSum)
+                               .WithContext(fmt::format("gradient sync of layer {}", layer.id)));
+    Unpack(layer);
+  }
+  comm_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Status::Ok();
+}
+
+double GradientSync::NormContribution() const {
+  if (!counts_norm_) return 0.0;
+  double sum = 0.0;
+  for (const Layer& layer : layers_) {
+    for (size_t i : layer.params) {
+      const model::Parameter& p = params_[i];
+      if (p.info.sharded() || tp_rank_ == 0) sum += backend_.SumSquares(p.grad);
+    }
+  }
+  return sum;
+}
+
+}  // namespace motley::parallel

@@ -1,0 +1,112 @@
+// See parallel_rank.h.
+#include "parallel/parallel_rank.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/core.h>
+
+namespace motley::parallel {
+
+Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
+    const WorldLayout& layout, int rank, const spec::ModelSpec& model,
+    const spec::TrainSpec& train, tensor::Backend& backend, comm::Communicator& world,
+    const ParallelRankOptions& options) {
+  if (world.size() != layout.size() || world.rank() != rank) {
+    return Err("parallel: the plan needs {} ranks, the communicator has {} (rank {} vs {})",
+               layout.size(), world.size(), world.rank(), rank);
+  }
+  std::unique_ptr<ParallelRank> r(new ParallelRank(layout, rank, train, backend, world, options));
+  const RankInfo& me = r->info_;
+  const spec::StagePlan& sp = layout.stage_of(rank);
+  const std::string where = fmt::format("pipelines[{}].stages[{}]", me.pipeline, me.stage);
+
+  // TP group: one color per (pipeline, stage) with more than one device.
+  int color = comm::kUndefinedColor;
+  if (me.tp_degree > 1) color = layout.stage_ranks(me.pipeline, me.stage).front();
+  MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> tp_comm,
+                          world.Split(color, me.tp_rank));
+  if (tp_comm != nullptr) r->tp_ = std::make_unique<CommTpGroup>(std::move(tp_comm));
+
+  model::StageLayout stage_layout;
+  stage_layout.first_block = sp.first_block;
+  stage_layout.num_blocks = sp.num_blocks;
+  stage_layout.has_embedding = sp.has_embedding;
+  stage_layout.has_head = sp.has_head;
+  stage_layout.tp_rank = me.tp_rank;
+  stage_layout.tp_degree = me.tp_degree;
+  auto stage = model::Stage::Create(backend, model, stage_layout,
+                                    layout.pipeline_of(rank).micro_batch_size, train.seq_len,
+                                    train.seed, r->tp_.get());
+  if (!stage.ok()) return stage.status().WithContext(where);
+  r->stage_ = std::move(*stage);
+  r->optimizer_ = std::make_unique<model::Optimizer>(backend, r->stage_->params(),
+                                                     train.optimizer, train.steps);
+  MOTLEY_ASSIGN_OR_RETURN(r->grad_sync_, GradientSync::Create(layout, rank, model, world, backend,
+                                                              r->stage_->params()));
+  sched::ScheduleOptions sched_options;
+  sched_options.with_step_actions = true;
+  const spec::PipelinePlan& pipe = layout.pipeline_of(rank);
+  MOTLEY_ASSIGN_OR_RETURN(r->schedule_, sched::BuildSchedule(layout.plan().schedule,
+                                                             pipe.num_stages(), pipe.micro_batches,
+                                                             sched_options));
+  r->executor_ = std::make_unique<StageExecutor>(
+      layout, rank, *r->stage_, world, r->tp_.get(),
+      r->schedule_.stages[static_cast<size_t>(me.stage)], train.seq_len);
+  return r;
+}
+
+Result<RankStepResult> ParallelRank::Step(int64_t step, std::span<const int32_t> inputs,
+                                          std::span<const int32_t> targets,
+                                          std::vector<TraceEvent>* trace,
+                                          StageExecutor::Clock::time_point trace_origin) {
+  const auto start = StageExecutor::Clock::now();
+  RankStepResult result;
+  optimizer_->ZeroGrads();
+  const double tokens = static_cast<double>(layout_.global_batch() * train_.seq_len);
+  const float loss_scale = static_cast<float>(1.0 / tokens);
+  const bool reports_loss =
+      info_.stage + 1 == layout_.pipeline_of(info_.rank).num_stages() && info_.tp_rank == 0;
+  const double dp_before = grad_sync_->comm_seconds();
+  const double tp_before = tp_ != nullptr ? tp_->comm_seconds() : 0.0;
+
+  StageExecutor::Hooks hooks;
+  hooks.dp_sync = [&]() -> Status {
+    if (options_.poison_gradient_step == step && stage_->params().size() > 0) {
+      tensor::Tensor& g = stage_->params()[0].grad;
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      backend_.CopyFromHost(g, std::vector<float>(static_cast<size_t>(g.numel()), nan).data(),
+                            g.bytes());
+    }
+    return grad_sync_->Reduce();
+  };
+  hooks.optimizer_step = [&]() -> Status {
+    tensor::Tensor sums = tensor::HostTensor(tensor::Shape{2}, tensor::DType::kF64);
+    sums.data<double>()[0] = reports_loss ? executor_->running_loss_sum() : 0.0;
+    sums.data<double>()[1] = grad_sync_->NormContribution();
+    MOTLEY_RETURN_IF_ERROR(world_.AllReduce(sums, comm::ReduceOp::kSum)
+                               .WithContext(fmt::format("step {}: loss and norm", step)));
+    result.loss = sums.data<double>()[0] / tokens;
+    const double grad_sq = sums.data<double>()[1];
+    result.grad_norm = std::sqrt(grad_sq);
+    result.lr = model::LearningRate(train_.optimizer, step, train_.steps);
+    if (!std::isfinite(result.loss) || !std::isfinite(grad_sq)) {
+      result.skipped = true;
+      return Status::Ok();
+    }
+    result.lr = optimizer_->Step(step, model::ClipScale(grad_sq, train_.optimizer.grad_clip));
+    return Status::Ok();
+  };
+  auto run = executor_->Run(inputs, targets, loss_scale, hooks, result.times, trace, trace_origin);
+  if (!run.ok()) {
+    return run.status().WithContext(fmt::format("step {}: pipelines[{}].stages[{}] tp_rank {}",
+                                                step, info_.pipeline, info_.stage, info_.tp_rank));
+  }
+  result.times.dp_sync_s = grad_sync_->comm_seconds() - dp_before;
+  if (tp_ != nullptr) result.times.tp_comm_s = tp_->comm_seconds() - tp_before;
+  result.times.step_s =
+      std::chrono::duration<double>(StageExecutor::Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace motley::parallel

@@ -1,0 +1,97 @@
+// ParallelRank: everything one rank of a hybrid-parallel run owns — its model::Stage (one TP
+// shard of one stage of one pipeline), AdamW on its own copy of the parameters, the TP group, the
+// per-layer data-parallel gradient groups and the stage executor — and one training step:
+//
+//   zero gradients; run the stage's 1F1B (or GPipe) action list over the communicator;
+//   DpSync:        sum gradients over each layer's holders (grad_sync.h);
+//   OptimizerStep: one world all-reduce of (loss sum, squared-norm share); if the loss or the
+//                  norm is not finite the update is skipped on every rank (reported); otherwise
+//                  clip by the global norm and take the AdamW step on every holder alike.
+// The loss is sum(token losses) / tokens in the global batch and the data assignment follows the
+// plan (world_layout.h), so every plan gives the serial trajectory (DESIGN.md §4).
+//
+// Ownership: references the layout, Backend and world communicator (must outlive it).
+// Thread safety: one rank's thread. Create and Step are collective: every rank of the layout
+// calls them in the same order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "model/optimizer.h"
+#include "model/stage.h"
+#include "parallel/comm_tp_group.h"
+#include "parallel/grad_sync.h"
+#include "parallel/stage_executor.h"
+#include "parallel/world_layout.h"
+#include "spec/model_spec.h"
+#include "spec/train_spec.h"
+#include "tensor/backend.h"
+
+namespace motley::parallel {
+
+struct ParallelRankOptions {
+  // Fault injection for tests: on this (1-based) step, this rank writes NaN into its first
+  // gradient before the data-parallel sync. 0: never.
+  int64_t poison_gradient_step = 0;
+};
+
+struct RankStepResult {
+  double loss = 0.0;       // mean token loss of the global batch (same on every rank)
+  double grad_norm = 0.0;  // global gradient norm before clipping (same on every rank)
+  float lr = 0.0F;         // learning rate of this step's schedule
+  bool skipped = false;    // update skipped: non-finite loss or gradient norm
+  StageTimes times;
+};
+
+class ParallelRank {
+ public:
+  static Result<std::unique_ptr<ParallelRank>> Create(const WorldLayout& layout, int rank,
+                                                      const spec::ModelSpec& model,
+                                                      const spec::TrainSpec& train,
+                                                      tensor::Backend& backend,
+                                                      comm::Communicator& world,
+                                                      const ParallelRankOptions& options = {});
+
+  // One training step (1-based). inputs / targets: this rank's pipeline's samples, (m * b, T) i32
+  // in micro-batch order (needed on the first / last stage; pass them everywhere for simplicity).
+  // `trace` (may be nullptr) receives this rank's actions, timed from `trace_origin`.
+  Result<RankStepResult> Step(int64_t step, std::span<const int32_t> inputs,
+                              std::span<const int32_t> targets,
+                              std::vector<TraceEvent>* trace = nullptr,
+                              StageExecutor::Clock::time_point trace_origin = {});
+
+  const RankInfo& info() const { return info_; }
+  model::Stage& stage() { return *stage_; }
+  const sched::Schedule& schedule() const { return schedule_; }
+
+ private:
+  ParallelRank(const WorldLayout& layout, int rank, const spec::TrainSpec& train,
+               tensor::Backend& backend, comm::Communicator& world,
+               const ParallelRankOptions& options)
+      : layout_(layout),
+        info_(layout.rank(rank)),
+        train_(train),
+        backend_(backend),
+        world_(world),
+        options_(options) {}
+
+  const WorldLayout& layout_;
+  RankInfo info_;
+  spec::TrainSpec train_;
+  tensor::Backend& backend_;
+  comm::Communicator& world_;
+  ParallelRankOptions options_;
+  std::unique_ptr<CommTpGroup> tp_;
+  std::unique_ptr<model::Stage> stage_;
+  std::unique_ptr<model::Optimizer> optimizer_;
+  std::unique_ptr<GradientSync> grad_sync_;
+  sched::Schedule schedule_;
+  std::unique_ptr<StageExecutor> executor_;
+};
+
+}  // namespace motley::parallel

@@ -1,0 +1,112 @@
+// See world_layout.h.
+#include "parallel/world_layout.h"
+
+#include <algorithm>
+#include <map>
+
+namespace motley::parallel {
+
+Result<WorldLayout> WorldLayout::Build(const spec::Plan& plan) {
+  const std::string where = plan.source.empty() ? "plan" : plan.source;
+  if (plan.pipelines.empty()) return Err("{}: pipelines: the plan has no pipeline", where);
+  WorldLayout w;
+  w.plan_ = plan;
+  std::map<int, RankInfo> by_device;
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const spec::PipelinePlan& pipe = plan.pipelines[p];
+    if (pipe.stages.empty()) return Err("{}: pipelines[{}].stages: no stage", where, p);
+    if (pipe.micro_batches < 1 || pipe.micro_batch_size < 1) {
+      return Err("{}: pipelines[{}]: micro_batches and micro_batch_size must be >= 1", where, p);
+    }
+    for (size_t s = 0; s < pipe.stages.size(); ++s) {
+      const spec::StagePlan& stage = pipe.stages[s];
+      if (stage.devices.empty()) {
+        return Err("{}: pipelines[{}].stages[{}].devices: no device", where, p, s);
+      }
+      for (size_t j = 0; j < stage.devices.size(); ++j) {
+        const int device = stage.devices[j];
+        if (by_device.count(device) != 0) {
+          return Err("{}: pipelines[{}].stages[{}].devices: device {} is used twice", where, p, s,
+                     device);
+        }
+        by_device[device] = RankInfo{0, device, static_cast<int>(p), static_cast<int>(s),
+                                     static_cast<int>(j), static_cast<int>(stage.devices.size())};
+      }
+    }
+  }
+  w.stage_ranks_.resize(plan.pipelines.size());
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    w.stage_ranks_[p].resize(plan.pipelines[p].stages.size());
+    for (size_t s = 0; s < plan.pipelines[p].stages.size(); ++s) {
+      w.stage_ranks_[p][s].resize(plan.pipelines[p].stages[s].devices.size());
+    }
+  }
+  for (auto& [device, info] : by_device) {
+    info.rank = static_cast<int>(w.ranks_.size());
+    w.stage_ranks_[static_cast<size_t>(info.pipeline)][static_cast<size_t>(info.stage)]
+                  [static_cast<size_t>(info.tp_rank)] = info.rank;
+    w.ranks_.push_back(info);
+  }
+  int64_t next = 0;
+  w.samples_.resize(plan.pipelines.size());
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const spec::PipelinePlan& pipe = plan.pipelines[p];
+    for (int64_t k = 0; k < pipe.micro_batches; ++k) {
+      w.samples_[p].push_back(SampleSlice{next, pipe.micro_batch_size});
+      next += pipe.micro_batch_size;
+    }
+  }
+  w.global_batch_ = next;
+  return w;
+}
+
+const spec::PipelinePlan& WorldLayout::pipeline_of(int r) const {
+  return plan_.pipelines[static_cast<size_t>(rank(r).pipeline)];
+}
+
+const spec::StagePlan& WorldLayout::stage_of(int r) const {
+  return pipeline_of(r).stages[static_cast<size_t>(rank(r).stage)];
+}
+
+const std::vector<int>& WorldLayout::stage_ranks(int p, int s) const {
+  return stage_ranks_.at(static_cast<size_t>(p)).at(static_cast<size_t>(s));
+}
+
+namespace {
+// Receiver j of a stage of degree d_recv is served by sender (j mod d_send).
+std::vector<int> Served(const std::vector<int>& receivers, int sender_tp, int sender_degree) {
+  std::vector<int> out;
+  for (size_t j = 0; j < receivers.size(); ++j) {
+    if (static_cast<int>(j) % sender_degree == sender_tp) out.push_back(receivers[j]);
+  }
+  return out;
+}
+}  // namespace
+
+int WorldLayout::ForwardSource(int r) const {
+  const RankInfo& me = rank(r);
+  if (me.stage == 0) return -1;
+  const std::vector<int>& prev = stage_ranks(me.pipeline, me.stage - 1);
+  return prev[static_cast<size_t>(me.tp_rank) % prev.size()];
+}
+
+std::vector<int> WorldLayout::ForwardDestinations(int r) const {
+  const RankInfo& me = rank(r);
+  if (me.stage + 1 >= pipeline_of(r).num_stages()) return {};
+  return Served(stage_ranks(me.pipeline, me.stage + 1), me.tp_rank, me.tp_degree);
+}
+
+int WorldLayout::BackwardSource(int r) const {
+  const RankInfo& me = rank(r);
+  if (me.stage + 1 >= pipeline_of(r).num_stages()) return -1;
+  const std::vector<int>& next = stage_ranks(me.pipeline, me.stage + 1);
+  return next[static_cast<size_t>(me.tp_rank) % next.size()];
+}
+
+std::vector<int> WorldLayout::BackwardDestinations(int r) const {
+  const RankInfo& me = rank(r);
+  if (me.stage == 0) return {};
+  return Served(stage_ranks(me.pipeline, me.stage - 1), me.tp_rank, me.tp_degree);
+}
+
+}  // namespace motley::parallel

@@ -1,0 +1,141 @@
+// Shared set-up of the multi-rank runtime tests: a tiny 4-block model on the shipped corpus, an
+// 8-device CPU cluster of two 4-device nodes, plan builders, and the serial oracle's per-step
+// losses (train::Train, the single-device loop, read back from its metrics file).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "spec/cluster_spec.h"
+#include "spec/model_spec.h"
+#include "spec/plan.h"
+#include "spec/run_file.h"
+#include "spec/train_spec.h"
+#include "train/trainer.h"
+
+namespace motley::testing {
+
+// L=4 so that pipelines can split blocks unevenly; NH=4, NKV=2, F=64 so that TP 2 splits heads,
+// kv heads and F; V=256 (byte tokens) and T=16 keep a step at a few milliseconds.
+inline spec::ModelSpec TinyModel() {
+  spec::ModelSpec m;
+  m.name = "tiny4";
+  m.num_blocks = 4;
+  m.hidden = 32;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.ffn_hidden = 64;
+  m.vocab_size = 256;
+  m.max_seq_len = 16;
+  return m;
+}
+
+inline spec::TrainSpec TinyTrain(int64_t steps) {
+  spec::TrainSpec t;
+  t.global_batch = 12;
+  t.seq_len = 16;
+  t.steps = steps;
+  t.seed = 5;
+  t.val_every = 0;
+  t.threads = 1;
+  t.optimizer.lr = 3e-3F;
+  t.optimizer.min_lr = 3e-4F;
+  t.optimizer.warmup_steps = 3;
+  t.optimizer.grad_clip = 1.0F;
+  return t;
+}
+
+inline constexpr const char* kClusterYaml = R"(
+name: two-node-cpu
+device_types:
+  - {name: cpu, vendor: cpu, peak_flops: 50 GFLOPS, memory: 1 GiB, memory_bandwidth: 10 GB/s}
+link_classes:
+  - {name: shm, latency: 1 us, bandwidth: 10 GB/s}
+  - {name: eth, latency: 20 us, bandwidth: 1 GB/s}
+nodes:
+  - {name: n0, device_type: cpu, device_count: 4, intra_link: shm, nics: [eth]}
+  - {name: n1, device_type: cpu, device_count: 4, intra_link: shm, nics: [eth]}
+islands:
+  - {name: all, nodes: [n0, n1], link: eth}
+)";
+
+inline spec::RunFile TinyRun(int64_t steps) {
+  spec::RunFile run;
+  auto cluster = spec::ParseClusterSpec(kClusterYaml, "test-cluster");
+  EXPECT_TRUE(cluster.ok()) << cluster.status().message();
+  if (cluster.ok()) run.cluster = *cluster;
+  run.model = TinyModel();
+  run.train = TinyTrain(steps);
+  return run;
+}
+
+inline spec::StagePlan Stage(int64_t first, int64_t num, bool embedding, bool head,
+                             std::vector<int> devices) {
+  spec::StagePlan s;
+  s.first_block = first;
+  s.num_blocks = num;
+  s.has_embedding = embedding;
+  s.has_head = head;
+  s.tp_degree = static_cast<int>(devices.size());
+  s.devices = std::move(devices);
+  return s;
+}
+
+inline spec::PipelinePlan Pipeline(std::vector<spec::StagePlan> stages, int64_t m, int64_t b) {
+  spec::PipelinePlan p;
+  p.stages = std::move(stages);
+  p.micro_batches = m;
+  p.micro_batch_size = b;
+  return p;
+}
+
+inline spec::Plan MakePlan(std::vector<spec::PipelinePlan> pipelines, std::string name) {
+  spec::Plan plan;
+  plan.pipelines = std::move(pipelines);
+  plan.source = std::move(name);
+  return plan;
+}
+
+// A fresh path in the test's temporary folder.
+inline std::string TempPath(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("motley_parallel_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = dir / name;
+  std::filesystem::remove(path);
+  return path.string();
+}
+
+// The JSON objects of a JSONL file.
+inline std::vector<nlohmann::json> ReadJsonLines(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+// Per-step losses of the serial single-device loop (the oracle), one micro-batch per step.
+inline std::vector<double> SerialLosses(const spec::RunFile& run) {
+  spec::TrainSpec train = run.train;
+  train.metrics_path = TempPath("serial_" + std::to_string(train.steps) + ".jsonl");
+  train::TrainerOptions options;
+  options.out = nullptr;
+  auto summary = train::Train(run.model, train, options);
+  EXPECT_TRUE(summary.ok()) << summary.status().message();
+  std::vector<double> losses;
+  for (const auto& j : ReadJsonLines(train.metrics_path)) losses.push_back(j.at("loss"));
+  return losses;
+}
+
+}  // namespace motley::testing
