@@ -3,8 +3,8 @@
 // backward of one micro-batch, global-norm clipping and one AdamW update. Reported per preset and
 // thread count (the benchmark argument; OpenBLAS's process-wide thread count is set to the same):
 // tokens/s and achieved GFLOP/s counting 6N + 12LCT FLOPs per token (src/train/flops.h), so the
-// GFLOP/s can be divided by motley_ops_bench's SgemmPeak rows for the share of sgemm peak a whole
-// step reaches. Cases: `small` at B=8 T=128 (the default run of `motley train`) and `gpt2-124m` at
+// GFLOP/s can be divided by the SgemmPeak rows of the same run (same thread count) for the share of
+// sgemm peak a whole step reaches. Cases: `small` at B=8 T=128 (the default run of `motley train`) and `gpt2-124m` at
 // B=4 T=64 (the reference point of docs/reference performance-model.md).
 //
 // Run: build-*/bench/motley_train_step_bench [--benchmark_filter=...] [--benchmark_min_time=1]
@@ -15,8 +15,10 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#include <cblas.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_runtime_env.h"
 #include "model/optimizer.h"
 #include "model/stage.h"
 #include "spec/model_spec.h"
@@ -62,6 +64,34 @@ void TrainStep(benchmark::State& state, const std::string& preset, int64_t batch
                          benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// OpenBLAS sgemm on (M, K) x (K, N) at the benchmark's thread count: the peak a training step is
+// compared with (args: threads, M, N, K).
+void BM_SgemmPeak(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const int m = static_cast<int>(state.range(1));
+  const int n = static_cast<int>(state.range(2));
+  const int k = static_cast<int>(state.range(3));
+  backend::SetBlasThreads(threads);
+  std::vector<float> a(static_cast<size_t>(m) * k, 0.5F);
+  std::vector<float> b(static_cast<size_t>(k) * n, 0.25F);
+  std::vector<float> c(static_cast<size_t>(m) * n, 0.0F);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0F, a.data(), k, b.data(), n,
+                0.0F, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_SgemmPeak)
+    ->ArgNames({"threads", "M", "N", "K"})
+    ->Args({1, 1024, 1024, 1024})
+    ->Args({1, 768, 3072, 768})
+    ->Args({2, 1024, 1024, 1024})
+    ->Args({2, 768, 3072, 768})
+    ->UseRealTime()
+    ->MinTime(1.0);
+
 void BM_TrainStepSmall(benchmark::State& state) {
   TrainStep(state, "small", 8, 128);
 }
@@ -81,4 +111,12 @@ BENCHMARK(BM_TrainStepGpt2)
 }  // namespace
 }  // namespace motley
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  motley::backend::ConfigureCpuRuntime(argv);  // see backend/cpu/cpu_runtime_env.h
+  benchmark::AddCustomContext("openblas_core", motley::backend::BlasCoreName());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -28,6 +28,8 @@ function(motley_test name)
   target_compile_options(${name} PRIVATE ${MOTLEY_WARNINGS})
   target_compile_definitions(${name} PRIVATE MOTLEY_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  # OMP_WAIT_POLICY=PASSIVE: idle OpenMP workers sleep instead of spinning against OpenBLAS's
+  # threads (backend/cpu/cpu_runtime_env.h explains the measurement).
   gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
-                       DISCOVERY_TIMEOUT 60)
+                       ENVIRONMENT OMP_WAIT_POLICY=PASSIVE DISCOVERY_TIMEOUT 60)
 endfunction()

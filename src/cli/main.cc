@@ -8,10 +8,12 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include "backend/cpu/cpu_runtime_env.h"
 #include "cli/commands.h"
 #include "cli/plan_commands.h"
 
 int main(int argc, char** argv) {
+  motley::backend::ConfigureCpuRuntime(argv);  // before any thread starts (cpu_runtime_env.h)
   try {
     CLI::App app{"motley: train Llama-style language models on heterogeneous clusters", "motley"};
     app.require_subcommand(1);

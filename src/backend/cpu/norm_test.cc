@@ -28,10 +28,14 @@ TEST_P(RmsNormTest, ForwardAndBackwardMatchReference) {
   be.RmsNormBackward(dx, dw, tg, tx, tw, rstd);
   Vec ref_dx(N * C, 0.0), ref_dw(C, 0.0);
   reference::RmsNormBackward(ref_dx, ref_dw, Widen(g), Widen(x), Widen(w), ref_rstd, N, C);
-  EXPECT_LT(RelError(ToVec(dx), ref_dx), kF32Tol);
+  // With very few channels dinp = g w r - x r^3/C sum(g w x) is a difference of nearly equal terms,
+  // so its fp32 rounding depends on the summation order that the compiler's vectorisation picks
+  // (2.6e-5 relative measured for C = 2 with -march=native); such rows get 1e-4.
+  const double dx_tol = C <= 2 ? 1e-4 : kF32Tol;
+  EXPECT_LT(RelError(ToVec(dx), ref_dx), dx_tol);
   EXPECT_LT(RelError(ToVec(dw), ref_dw), kF32Tol);
   be.RmsNormBackward(dx, dw, tg, tx, tw, rstd);
-  EXPECT_LT(RelError(ToVec(dx), Times(ref_dx, 2.0)), kF32Tol);
+  EXPECT_LT(RelError(ToVec(dx), Times(ref_dx, 2.0)), dx_tol);
   EXPECT_LT(RelError(ToVec(dw), Times(ref_dw, 2.0)), kF32Tol);
 }
 
