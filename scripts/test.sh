@@ -5,6 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
+# Optional, best effort: the reference `safetensors` Python reader, used by one checkpoint test
+# (motley_checkpoint_python_test), which skips with a message when it is missing. Never fatal:
+# offline machines and externally managed Pythons simply skip that test.
+if ! python3 -c 'import safetensors, numpy' > /dev/null 2>&1; then
+  timeout 120 python3 -m pip install --quiet --disable-pip-version-check safetensors numpy \
+    > /dev/null 2>&1 \
+    || echo "test.sh: python safetensors not installed; its checkpoint test will skip"
+fi
 jobs=$(nproc)
 
 echo "== layering check"
