@@ -42,6 +42,7 @@ Result<std::unique_ptr<HierarchicalCommunicator>> HierarchicalCommunicator::Buil
   MOTLEY_ASSIGN_OR_RETURN(parts.leaders, flat->Split(leader ? 0 : kUndefinedColor, flat->rank()));
   parts.flat = std::move(flat);
   parts.stager = stager;
+  parts.kind = kind;
   return std::make_unique<HierarchicalCommunicator>(std::move(parts));
 }
 
@@ -96,11 +97,62 @@ Status HierarchicalCommunicator::AllGather(Tensor& out, const Tensor& in,
   return StageOut(out, host_out);
 }
 
+Status HierarchicalCommunicator::EnsureLayout() {
+  if (!kinds_.empty()) return Status::Ok();
+  const int n = size();
+  Tensor mine = tensor::HostTensor(tensor::Shape{2}, tensor::DType::kI32);
+  mine.data<int32_t>()[0] = parts_.kind;
+  mine.data<int32_t>()[1] = parts_.intra->rank();
+  Tensor all = tensor::HostTensor(tensor::Shape{2 * int64_t{n}}, tensor::DType::kI32);
+  MOTLEY_RETURN_IF_ERROR(
+      parts_.flat->AllGather(all, mine, std::vector<int64_t>(static_cast<size_t>(n), 2)));
+  std::vector<int> kinds(static_cast<size_t>(n)), intra(static_cast<size_t>(n));
+  for (size_t r = 0; r < kinds.size(); ++r) {
+    kinds[r] = all.data<int32_t>()[2 * r];
+    intra[r] = all.data<int32_t>()[2 * r + 1];
+  }
+  kinds_ = std::move(kinds);
+  intra_ranks_ = std::move(intra);
+  return Status::Ok();
+}
+
 Status HierarchicalCommunicator::Broadcast(Tensor& data, int root) {
-  MOTLEY_ASSIGN_OR_RETURN(Tensor host, StageIn(data, rank() == root));
-  MOTLEY_RETURN_IF_ERROR(parts_.flat->Broadcast(host, root));
-  if (rank() == root) return Status::Ok();
-  return StageOut(data, host);
+  const std::string ctx = fmt::format("Broadcast on group '{}'", name_);
+  if (root < 0 || root >= size()) {
+    return Err("{}: root {} out of range [0, {})", ctx, root, size());
+  }
+  if (parts_.kind < 0) {  // kind unknown: over the flat host transport
+    MOTLEY_ASSIGN_OR_RETURN(Tensor host, StageIn(data, rank() == root));
+    MOTLEY_RETURN_IF_ERROR(parts_.flat->Broadcast(host, root));
+    if (rank() == root) return Status::Ok();
+    return StageOut(data, host);
+  }
+  MOTLEY_RETURN_IF_ERROR(EnsureLayout().WithContext(ctx + " (layout)"));
+  const int root_kind = kinds_[static_cast<size_t>(root)];
+  const bool root_side = parts_.kind == root_kind;
+  // 1. The root's subgroup gets the data natively.
+  if (root_side) {
+    MOTLEY_RETURN_IF_ERROR(parts_.intra->Broadcast(data, intra_ranks_[static_cast<size_t>(root)])
+                               .WithContext(ctx + " (intra, root's kind)"));
+  }
+  // 2. The leaders pass it on; leaders are ordered by flat rank (Build and Split use that key).
+  if (parts_.leaders != nullptr && parts_.leaders->size() > 1) {
+    int leader_root = 0;
+    for (size_t r = 0; r < kinds_.size(); ++r) {
+      if (intra_ranks_[r] != 0) continue;
+      if (kinds_[r] == root_kind) break;
+      ++leader_root;
+    }
+    MOTLEY_ASSIGN_OR_RETURN(Tensor host, StageIn(data, /*copy=*/root_side));
+    MOTLEY_RETURN_IF_ERROR(
+        parts_.leaders->Broadcast(host, leader_root).WithContext(ctx + " (leaders)"));
+    if (!root_side) MOTLEY_RETURN_IF_ERROR(StageOut(data, host));
+  }
+  // 3. Every other subgroup spreads it natively from its leader.
+  if (!root_side) {
+    MOTLEY_RETURN_IF_ERROR(parts_.intra->Broadcast(data, 0).WithContext(ctx + " (spread)"));
+  }
+  return Status::Ok();
 }
 
 namespace {
@@ -156,6 +208,7 @@ Result<std::unique_ptr<Communicator>> HierarchicalCommunicator::Split(int color,
   MOTLEY_ASSIGN_OR_RETURN(parts.leaders,
                           parts.flat->Split(leader ? 0 : kUndefinedColor, parts.flat->rank()));
   parts.stager = parts_.stager;
+  parts.kind = parts_.kind;
   return std::unique_ptr<Communicator>(new HierarchicalCommunicator(std::move(parts)));
 }
 

@@ -1,7 +1,13 @@
 // The `hierarchical` backend: one group that mixes device kinds (DESIGN.md §7). AllReduce runs the
 // native library inside each homogeneous subgroup (intra), host transport between the subgroup
-// leaders, then the native library again to spread the result. Every other operation, and all
-// point-to-point traffic between kinds, goes over the flat host transport, staging tensors that
+// leaders, then the native library again to spread the result. Broadcast is two-level too: the
+// root's subgroup gets the data natively, the leaders pass it on over host transport, and every
+// other subgroup spreads it natively, so only leaders stage through host memory.
+// ReduceScatter and AllGather run over the flat host transport, staging every rank's tensors:
+// a two-level form needs per-subgroup scratch tensors in device memory (each subgroup's share of
+// the output, whose members need not be contiguous in group order), and neither tensor::Tensor
+// (no views at an offset) nor HostStager (no allocator) can provide them.
+// Point-to-point traffic between kinds goes over the flat host transport, staging tensors that
 // are not host-addressable through host memory with a HostStager.
 //
 // Ownership: a HierarchicalCommunicator owns its three communicators; the HostStager is borrowed
@@ -10,6 +16,7 @@
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "tensor/backend.h"
@@ -40,6 +47,9 @@ struct HierarchicalParts {
   std::unique_ptr<Communicator> intra;    // native library over this rank's kind; rank 0 leads
   std::unique_ptr<Communicator> leaders;  // host transport over the leaders; null on others
   HostStager* stager = nullptr;           // null when this kind's tensors are host memory
+  // This rank's kind (the color of intra). Needed by the two-level Broadcast; with kind < 0,
+  // Broadcast runs over the flat host transport.
+  int kind = -1;
 };
 
 class HierarchicalCommunicator final : public Communicator {
@@ -80,8 +90,12 @@ class HierarchicalCommunicator final : public Communicator {
   // A host tensor holding t's data (t itself when t is host memory).
   Result<tensor::Tensor> StageIn(const tensor::Tensor& t, bool copy);
   Status StageOut(tensor::Tensor& t, const tensor::Tensor& host);
+  // Fills kinds_ and intra_ranks_ (per flat rank) on first use: an all-gather over flat.
+  Status EnsureLayout();
 
   HierarchicalParts parts_;
+  std::vector<int> kinds_;        // flat rank -> kind
+  std::vector<int> intra_ranks_;  // flat rank -> rank in its kind's intra group
   std::string name_;
   uint64_t staged_bytes_ = 0;
 };

@@ -2,9 +2,11 @@
 #include "comm/local_world.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 
 #include <fmt/core.h>
@@ -47,6 +49,21 @@ struct Endpoint {
   Clock::time_point last_active = Clock::now();
 };
 
+// One shared-memory collective in flight (Transport::SharedCollective), keyed by (context, tag).
+struct SharedOp {
+  explicit SharedOp(size_t n) : buffers(n), posted(n, false) {}
+  std::vector<SharedBuffers> buffers;  // by group rank
+  std::vector<bool> posted;
+  int posted_count = 0;
+  int finished_count = 0;
+  int left_count = 0;
+  bool started = false;
+  std::atomic<uint64_t> next{0};  // the members' shared work counter
+  int first_world = -1;  // the first rank that posted, and its envelope
+  Envelope first;
+  Status error;          // set once the op failed; sticky for late arrivals
+};
+
 }  // namespace
 
 class LocalWorldState {
@@ -58,6 +75,7 @@ class LocalWorldState {
   std::vector<Endpoint> endpoints_;
   bool aborted = false;
   std::string abort_reason;
+  std::map<std::pair<uint64_t, int64_t>, std::shared_ptr<SharedOp>> shared_ops;
 
   Endpoint& ep(int rank) { return endpoints_[static_cast<size_t>(rank)]; }
   int size() const { return static_cast<int>(endpoints_.size()); }
@@ -222,7 +240,120 @@ class LocalTransport final : public Transport {
     return Err("aborted: {}", state_->abort_reason);
   }
 
+  bool has_shared_memory() const override { return true; }
+
+  Status SharedCollective(uint64_t context, int64_t tag, const std::vector<int>& members,
+                          int group_rank, const Envelope& envelope, SharedBuffers mine,
+                          const SharedWork& work, Deadline deadline,
+                          const WaitInfo& info) override {
+    const auto key = std::make_pair(context, tag);
+    const size_t n = members.size();
+    const auto g = static_cast<size_t>(group_rank);
+    std::unique_lock<std::mutex> lock(state_->mu);
+    auto fail = [&](const Status& error) {
+      return error.WithContext(fmt::format("{} on group '{}'", info.op,
+                                           info.group != nullptr ? *info.group : std::string("?")));
+    };
+    if (state_->aborted) return fail(Err("aborted: {}", state_->abort_reason));
+    std::shared_ptr<SharedOp>& slot = state_->shared_ops[key];
+    if (slot == nullptr) slot = std::make_shared<SharedOp>(n);
+    std::shared_ptr<SharedOp> op = slot;
+    auto leave = [&] {  // the last member out forgets the op (a failed one stays for late ranks)
+      if (++op->left_count == static_cast<int>(n) && op->error.ok()) state_->shared_ops.erase(key);
+    };
+    auto wake = [&] {
+      for (int w : members) state_->ep(w).cv.notify_all();
+    };
+    if (!op->error.ok()) {
+      leave();
+      return fail(op->error);
+    }
+    if (op->first_world < 0) {
+      op->first_world = rank_;
+      op->first = envelope;
+    } else {
+      Status mismatch = SharedMismatch(op->first, op->first_world, envelope);
+      if (!mismatch.ok()) {
+        op->error = mismatch;
+        wake();
+        leave();
+        return fail(mismatch);
+      }
+    }
+    op->buffers[g] = mine;
+    op->posted[g] = true;
+    if (++op->posted_count == static_cast<int>(n)) {
+      op->started = true;
+      wake();
+    }
+    Endpoint& me = state_->ep(rank_);
+    while (!op->started) {
+      Status error = op->error;
+      if (error.ok() && state_->aborted) error = Err("aborted: {}", state_->abort_reason);
+      for (size_t k = 0; k < n && error.ok(); ++k) {
+        if (!op->posted[k] && state_->ep(members[k]).closed) {
+          error = Err("peer lost: {} left the world (its communicators were destroyed)",
+                      DescribePeer(info, members[k]));
+        }
+      }
+      const auto now = Clock::now();
+      me.last_active = now;
+      if (error.ok() && now >= deadline) {
+        int silent = rank_;
+        for (size_t k = 0; k < n; ++k) {
+          if (!op->posted[k]) {
+            silent = members[k];
+            break;
+          }
+        }
+        error = Err("deadline passed waiting for {}: {}", DescribePeer(info, silent),
+                    LivenessLocked(silent, now));
+      }
+      if (!error.ok()) {  // withdraw: nobody has read our buffers (the op never started)
+        op->posted[g] = false;
+        --op->posted_count;
+        if (op->error.ok()) {
+          op->error = Err("world rank {} withdrew from it: {}", rank_, error.message());
+        }
+        wake();
+        leave();
+        return fail(error);
+      }
+      me.cv.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)));
+    }
+    lock.unlock();
+    work(op->buffers, op->next);
+    lock.lock();
+    if (++op->finished_count == static_cast<int>(n)) wake();
+    // Peers may still read or write our buffers: wait for them whatever happens (their work is
+    // bounded; returning earlier would let them touch memory the caller may free).
+    while (op->finished_count < static_cast<int>(n)) me.cv.wait(lock);
+    me.last_active = Clock::now();
+    leave();
+    return Status::Ok();
+  }
+
  private:
+  // A mismatch between the first poster's envelope and `got` of this rank, naming both ranks.
+  Status SharedMismatch(const Envelope& first, int first_world, const Envelope& got) const {
+    if (first.kind != got.kind) {
+      return Err("operation mismatch: world rank {} called {} while world rank {} called {}",
+                 first_world, OpKindName(first.kind), rank_, OpKindName(got.kind));
+    }
+    if (first.total != got.total || first.bytes != got.bytes) {
+      return Err("size mismatch in {}: world rank {} passed {} elements ({} bytes), world rank {} "
+                 "passed {} ({} bytes)",
+                 OpKindName(first.kind), first_world, first.total, first.bytes, rank_, got.total,
+                 got.bytes);
+    }
+    if (first.meta != got.meta) {
+      return Err("argument mismatch in {}: world rank {} passed other counts, root, dtype or "
+                 "reduce op than world rank {}",
+                 OpKindName(first.kind), first_world, rank_);
+    }
+    return Status::Ok();
+  }
+
   Status UsableLocked(int peer) {
     if (state_->aborted) return Err("aborted: {}", state_->abort_reason);
     if (peer < 0 || peer >= state_->size()) {
@@ -299,17 +430,21 @@ class LocalTransport final : public Transport {
         break;
       }
     }
-    const Endpoint& peer = state_->ep(silent);
-    const double idle = std::chrono::duration<double>(now - peer.last_active).count();
-    std::string liveness =
-        !peer.connected ? std::string("it never connected")
-        : peer.activity.empty()
-            ? fmt::format("it is alive but made no communicator call for {:.2f} s (slow or stuck "
-                          "outside the communicator)",
-                          idle)
-            : fmt::format("it is alive, waiting in {} (last active {:.2f} s ago)", peer.activity,
-                          idle);
-    return Err("deadline passed waiting for {}: {}", DescribePeer(info, silent), liveness);
+    return Err("deadline passed waiting for {}: {}", DescribePeer(info, silent),
+               LivenessLocked(silent, now));
+  }
+
+  // What world rank `peer` is doing, for a deadline message.
+  std::string LivenessLocked(int peer, Clock::time_point now) {
+    const Endpoint& e = state_->ep(peer);
+    const double idle = std::chrono::duration<double>(now - e.last_active).count();
+    if (!e.connected) return "it never connected";
+    if (e.activity.empty()) {
+      return fmt::format("it is alive but made no communicator call for {:.2f} s (slow or stuck "
+                         "outside the communicator)",
+                         idle);
+    }
+    return fmt::format("it is alive, waiting in {} (last active {:.2f} s ago)", e.activity, idle);
   }
 
   // Cancels every unfinished request so that no peer touches their buffers after we return.

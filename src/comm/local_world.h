@@ -8,6 +8,12 @@
 // peers waiting on it fail at once. Liveness in errors: the activity each rank is in and how long
 // ago it last touched the communicator.
 //
+// Without link emulation, collectives take the shared-memory path (Transport::SharedCollective,
+// shared_collectives.h): the ranks meet once, each reads and writes its peers' tensors directly
+// (no staging copies, no per-step messages), and meet again before returning. With emulation they
+// run as ring algorithms over charged point-to-point transfers, so that their time comes out of
+// the algorithm.
+//
 // Ownership: LocalWorld is shared (shared_ptr) by the creator and every communicator of it.
 // Thread safety: Connect, Abort and size are safe from any thread; see communicator.h for the rest.
 #pragma once

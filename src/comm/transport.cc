@@ -1,10 +1,12 @@
-// See transport.h: reduction kernels and the helpers shared by every transport.
+// See transport.h: the helpers shared by every transport.
 #include "comm/transport.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include <fmt/core.h>
+
+#include "comm/reduce_kernels.h"
 
 namespace motley::comm {
 
@@ -30,29 +32,13 @@ std::vector<int64_t> EvenCounts(int64_t total, int n) {
   return counts;
 }
 
-namespace {
-template <typename T>
-void ReduceTyped(void* dst, const void* src, size_t bytes, ReduceOp op) {
-  T* d = static_cast<T*>(dst);
-  const T* s = static_cast<const T*>(src);
-  const size_t n = bytes / sizeof(T);
-  if (op == ReduceOp::kSum) {
-    for (size_t i = 0; i < n; ++i) d[i] += s[i];
-  } else {
-    for (size_t i = 0; i < n; ++i) d[i] = std::max(d[i], s[i]);
-  }
-}
-}  // namespace
-
 Status ReduceInto(void* dst, const void* src, size_t bytes, const ReduceSpec& spec) {
-  switch (spec.dtype) {
-    case tensor::DType::kF32: ReduceTyped<float>(dst, src, bytes, spec.op); return Status::Ok();
-    case tensor::DType::kF64: ReduceTyped<double>(dst, src, bytes, spec.op); return Status::Ok();
-    case tensor::DType::kI32: ReduceTyped<int32_t>(dst, src, bytes, spec.op); return Status::Ok();
-    case tensor::DType::kBF16: break;
+  if (!IsReducible(spec.dtype)) {
+    return Err("reduction of dtype {} is not supported (f32, f64, i32 are)",
+               tensor::DTypeName(spec.dtype));
   }
-  return Err("reduction of dtype {} is not supported (f32, f64, i32 are)",
-             tensor::DTypeName(spec.dtype));
+  ReduceElements(dst, src, bytes / tensor::DTypeSize(spec.dtype), spec.dtype, spec.op);
+  return Status::Ok();
 }
 
 Status CheckEnvelope(const Envelope& expect, const Envelope& got, int src_world) {

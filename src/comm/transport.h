@@ -9,8 +9,10 @@
 // Thread safety: one Transport object per rank, used by that rank's thread; Abort from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,7 +35,13 @@ struct Envelope {
 };
 
 enum class OpKind : uint32_t {
-  kSend = 1, kAllReduce, kReduceScatter, kAllGather, kBroadcast, kBarrier, kSplit
+  kSend = 1,
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kBarrier,
+  kSplit
 };
 const char* OpKindName(uint32_t kind);
 
@@ -47,8 +55,8 @@ class TransportRequest {
  public:
   virtual ~TransportRequest() = default;
   bool is_send = false;
-  int peer = -1;             // world rank
-  Envelope envelope;         // sent, or (after completion) received
+  int peer = -1;      // world rank
+  Envelope envelope;  // sent, or (after completion) received
 };
 using TransportRequestPtr = std::shared_ptr<TransportRequest>;
 
@@ -58,6 +66,16 @@ struct WaitInfo {
   const std::string* group = nullptr;
   const std::vector<int>* members = nullptr;  // group rank -> world rank
 };
+
+// The buffers one rank contributes to a shared-memory collective (either may be null).
+struct SharedBuffers {
+  const void* in = nullptr;
+  void* out = nullptr;
+};
+// Runs on every member once all members posted; gets every member's buffers by group rank and a
+// counter shared by the members (starts at 0) to hand out pieces of work dynamically.
+using SharedWork =
+    std::function<void(const std::vector<SharedBuffers>& all, std::atomic<uint64_t>& next)>;
 
 class Transport {
  public:
@@ -83,6 +101,23 @@ class Transport {
   // Collective over `members` (world ranks, ascending group order) before a context is used.
   virtual Status CreateContext(uint64_t /*context*/, const std::vector<int>& /*members*/) {
     return Status::Ok();
+  }
+  // Whether SharedCollective is available (ranks share one address space, e.g. local threads).
+  virtual bool has_shared_memory() const { return false; }
+  // A shared-memory collective over `members` (world ranks; this rank is members[group_rank]),
+  // keyed by (context, tag) like a message. Every member posts its envelope and buffers; a
+  // mismatch in kind, element count or meta fails every member with a message naming both
+  // ranks. Once all posted, `work` runs on every member (outside any lock) and the call returns
+  // when every member finished its work, so no peer touches this rank's buffers after it returned.
+  // Before all posted, a wait fails as WaitAll's do (deadline, abort, lost peer) and withdraws the
+  // buffers. `work` must be bounded (no waits): after the start every member waits for the others
+  // to finish it, ignoring deadlines and aborts.
+  virtual Status SharedCollective(uint64_t /*context*/, int64_t /*tag*/,
+                                  const std::vector<int>& /*members*/, int /*group_rank*/,
+                                  const Envelope& /*envelope*/, SharedBuffers /*mine*/,
+                                  const SharedWork& /*work*/, Deadline /*deadline*/,
+                                  const WaitInfo& /*info*/) {
+    return Err("{} transport has no shared-memory collectives", backend_name());
   }
   // Marks this rank's activity for liveness reports ("" when it leaves a call).
   virtual void SetActivity(const std::string& /*what*/) {}

@@ -155,6 +155,26 @@ TEST(HierarchicalTest, OtherCollectivesStageAndMatchTheReference) {
   });
 }
 
+TEST(HierarchicalTest, BroadcastIsTwoLevelAndOnlyLeadersStage) {
+  RunHierarchical([](HierarchicalCommunicator& h, Communicator&) -> Status {
+    for (int root = 0; root < kRanks; ++root) {
+      for (int64_t numel : {int64_t{0}, int64_t{1}, int64_t{3000}}) {
+        Tensor t = KindTensor(h.rank() + 10 * root, numel);
+        Tensor expect = testing::RankInput(root + 10 * root, numel);
+        MOTLEY_RETURN_IF_ERROR(h.Broadcast(t, root));
+        for (int64_t i = 0; i < numel; ++i) EXPECT_EQ(Raw(t)[i], expect.data<float>()[i]);
+      }
+    }
+    // Device ranks other than the leader get the data from the native library, never staged.
+    EXPECT_EQ(h.staged_bytes() > 0, h.rank() == 1) << "rank " << h.rank();
+    Tensor small = KindTensor(h.rank(), 2);
+    Status bad = h.Broadcast(small, kRanks);
+    EXPECT_FALSE(bad.ok());
+    EXPECT_NE(bad.message().find("root 6 out of range"), std::string::npos) << bad.message();
+    return h.Barrier();
+  });
+}
+
 TEST(HierarchicalTest, FlatHostTransportRefusesDeviceMemory) {
   auto world = LocalWorld::Create(1);
   auto c = world->Connect(0);

@@ -1,5 +1,11 @@
 // Every operation of the local backend on 2, 3, 4 and 8 ranks, compared with a reference computed
-// on one rank: uneven and zero sizes, non-power-of-two groups, subgroups and rebuilt groups.
+// on one rank: uneven and zero sizes, non-power-of-two groups, subgroups and rebuilt groups. Each
+// case runs on both paths of the backend: shared memory (the default) and the ring over
+// point-to-point transfers (what link emulation uses; forced here by emulating free links).
+#include <functional>
+#include <string>
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "comm_test_util.h"
@@ -29,10 +35,25 @@ std::vector<int64_t> UnevenCounts(int n) {
   return c;
 }
 
-class LocalCollectivesTest : public ::testing::TestWithParam<int> {};
+// Param: (ranks, ring path).
+class LocalCollectivesTest : public ::testing::TestWithParam<std::tuple<int, bool>> {
+ protected:
+  // Shadows testing::RunLocal: on the ring path, every rank charges free links (zero latency,
+  // unbounded bandwidth) to a virtual clock, which makes collectives run as rings.
+  std::vector<Status> RunLocal(int n, const std::function<Status(Communicator&)>& body) {
+    testing::RunOptions options;
+    LinkMatrix links(n, LinkModel{});
+    std::vector<VirtualClock> clocks(static_cast<size_t>(n));
+    if (std::get<1>(GetParam())) {
+      options.links = &links;
+      options.clocks = &clocks;
+    }
+    return testing::RunLocal(n, body, options);
+  }
+};
 
 TEST_P(LocalCollectivesTest, AllReduceSumAndMaxMatchReference) {
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
   ExpectAllOk(RunLocal(n, [n](Communicator& c) -> Status {
     EXPECT_EQ(c.size(), n);
     for (int64_t numel : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1001}}) {
@@ -49,7 +70,7 @@ TEST_P(LocalCollectivesTest, AllReduceSumAndMaxMatchReference) {
 }
 
 TEST_P(LocalCollectivesTest, AllReduceF64AndI32) {
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
   ExpectAllOk(RunLocal(n, [n](Communicator& c) -> Status {
     Tensor d = HostTensor(Shape{5, 3}, DType::kF64);
     Tensor i = HostTensor(Shape{13}, DType::kI32);
@@ -64,7 +85,7 @@ TEST_P(LocalCollectivesTest, AllReduceF64AndI32) {
 }
 
 TEST_P(LocalCollectivesTest, ReduceScatterUnevenCountsWithZeros) {
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
   const auto counts = UnevenCounts(n);
   int64_t total = 0;
   for (int64_t x : counts) total += x;
@@ -86,7 +107,7 @@ TEST_P(LocalCollectivesTest, ReduceScatterUnevenCountsWithZeros) {
 }
 
 TEST_P(LocalCollectivesTest, AllGatherUnevenCountsWithZeros) {
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
   const auto counts = UnevenCounts(n);
   int64_t total = 0;
   for (int64_t x : counts) total += x;
@@ -105,7 +126,7 @@ TEST_P(LocalCollectivesTest, AllGatherUnevenCountsWithZeros) {
 }
 
 TEST_P(LocalCollectivesTest, BroadcastFromEveryRootIncludingMultiChunkAndEmpty) {
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
   ExpectAllOk(RunLocal(n, [n](Communicator& c) -> Status {
     for (int root = 0; root < n; ++root) {
       // 300k floats = 1.2 MB: two broadcast chunks.
@@ -125,7 +146,7 @@ TEST_P(LocalCollectivesTest, BroadcastFromEveryRootIncludingMultiChunkAndEmpty) 
 }
 
 TEST_P(LocalCollectivesTest, TaggedSendRecvAroundTheRingAndNonBlocking) {
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
   ExpectAllOk(RunLocal(n, [n](Communicator& c) -> Status {
     const int next = (c.rank() + 1) % n, prev = (c.rank() + n - 1) % n;
     // Two tags in flight at once, received in the opposite order of sending.
@@ -152,7 +173,7 @@ TEST_P(LocalCollectivesTest, TaggedSendRecvAroundTheRingAndNonBlocking) {
 }
 
 TEST_P(LocalCollectivesTest, SplitByColorAndKeyThenRebuild) {
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
   ExpectAllOk(RunLocal(n, [n](Communicator& c) -> Status {
     // Parity groups, ordered by descending world rank.
     MOTLEY_ASSIGN_OR_RETURN(auto sub, c.Split(c.rank() % 2, -c.rank()));
@@ -177,7 +198,8 @@ TEST_P(LocalCollectivesTest, SplitByColorAndKeyThenRebuild) {
       EXPECT_EQ(first3->size(), std::min(n, 3));
       Tensor u = RankInput(c.rank(), 4);
       MOTLEY_RETURN_IF_ERROR(first3->AllReduce(u, ReduceOp::kMax));
-      for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(u.data<float>()[i], Reference(std::min(n, 3), i, ReduceOp::kMax));
+      for (int64_t i = 0; i < 4; ++i)
+        EXPECT_EQ(u.data<float>()[i], Reference(std::min(n, 3), i, ReduceOp::kMax));
       // A subgroup of a subgroup.
       MOTLEY_ASSIGN_OR_RETURN(auto solo, first3->Split(first3->rank(), 0));
       EXPECT_EQ(solo->size(), 1);
@@ -189,7 +211,56 @@ TEST_P(LocalCollectivesTest, SplitByColorAndKeyThenRebuild) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, LocalCollectivesTest, ::testing::Values(2, 3, 4, 8));
+TEST_P(LocalCollectivesTest, LargeTensorsSpanManyChunks) {
+  // Sizes of several shared-memory work chunks (kSharedChunkBytes) with ragged ends, so that
+  // ranks take chunks from each other's slices.
+  const int n = std::get<0>(GetParam());
+  std::vector<int64_t> counts;
+  for (int r = 0; r < n; ++r) counts.push_back(r % 3 == 1 ? 0 : 70001 + 40000 * r);
+  int64_t total = 0;
+  for (int64_t x : counts) total += x;
+  ExpectAllOk(RunLocal(n, [&](Communicator& c) -> Status {
+    const int64_t numel = 300007;
+    Tensor t = RankInput(c.rank(), numel);
+    MOTLEY_RETURN_IF_ERROR(c.AllReduce(t, ReduceOp::kSum));
+    for (int64_t i = 0; i < numel; ++i) {
+      if (t.data<float>()[i] != Reference(n, i, ReduceOp::kSum)) {
+        return Err("AllReduce: element {} is {}", i, t.data<float>()[i]);
+      }
+    }
+    int64_t offset = 0;
+    for (int r = 0; r < c.rank(); ++r) offset += counts[static_cast<size_t>(r)];
+    const int64_t mine = counts[static_cast<size_t>(c.rank())];
+    Tensor in = RankInput(c.rank(), total), out = HostTensor(Shape{mine}, DType::kF32);
+    MOTLEY_RETURN_IF_ERROR(c.ReduceScatter(out, in, counts, ReduceOp::kMax));
+    for (int64_t i = 0; i < mine; ++i) {
+      if (out.data<float>()[i] != Reference(n, offset + i, ReduceOp::kMax)) {
+        return Err("ReduceScatter: element {} is {}", i, out.data<float>()[i]);
+      }
+    }
+    Tensor part = RankInput(c.rank(), mine), all = HostTensor(Shape{total}, DType::kF32);
+    MOTLEY_RETURN_IF_ERROR(c.AllGather(all, part, counts));
+    int64_t k = 0;
+    for (int r = 0; r < n; ++r) {
+      for (int64_t i = 0; i < counts[static_cast<size_t>(r)]; ++i, ++k) {
+        if (all.data<float>()[k] != InputValue(r, i)) return Err("AllGather: element {}", k);
+      }
+    }
+    Tensor b = RankInput(c.rank(), numel);
+    MOTLEY_RETURN_IF_ERROR(c.Broadcast(b, n - 1));
+    for (int64_t i = 0; i < numel; ++i) {
+      if (b.data<float>()[i] != InputValue(n - 1, i)) return Err("Broadcast: element {}", i);
+    }
+    return Status::Ok();
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LocalCollectivesTest,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<int, bool>>& p) {
+                           return std::to_string(std::get<0>(p.param)) +
+                                  (std::get<1>(p.param) ? "_ring" : "_shared");
+                         });
 
 TEST(LocalCollectivesSingleRank, EveryOperationIsTheIdentity) {
   ExpectAllOk(RunLocal(1, [](Communicator& c) -> Status {
