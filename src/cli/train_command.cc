@@ -1,7 +1,12 @@
 // `motley train`: trains on one device (src/train/trainer.h) with a run file, or with the embedded
 // default run (the small model on the shipped corpus) when none is given. With `--plan PLAN.json`
-// it runs the plan with every rank a thread (src/train/parallel_trainer.h).
+// it runs the plan (src/train/parallel_trainer.h): every rank a thread of this process, or, when
+// started by a launcher (Open MPI's OMPI_COMM_WORLD_RANK or Slurm's SLURM_PROCID is set), one
+// rank per process over the mpi communicator, world rank r driving the plan's r-th device.
+// On an emulated cluster `--clock virtual|wall` picks the clock, and `--compare PLAN2.json`
+// trains the same job under a second plan and prints both throughputs side by side.
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +14,10 @@
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "comm/communicator.h"
+#if defined(MOTLEY_HAVE_MPI)
+#include "comm/mpi_world.h"
+#endif
 #include "spec/plan.h"
 #include "spec/run_file.h"
 #include "train/parallel_trainer.h"
@@ -26,9 +35,48 @@ struct TrainArgs {
   std::string plan_path;
   std::string trace_path;
   std::vector<int64_t> trace_steps;
+  std::string clock = "auto";
+  std::string compare_path;
 };
 
-// `motley train RUN.yaml --plan PLAN.json`: the plan is checked before any rank starts.
+// The rank this process was given by a launcher, or -1 when it was not started by one.
+int LauncherRank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return std::atoi(v);
+  }
+  return -1;
+}
+
+// One rank per process over the mpi communicator.
+Result<train::ParallelTrainSummary> TrainUnderLauncher(const spec::RunFile& run,
+                                                       const spec::Plan& plan,
+                                                       const train::ParallelTrainerOptions& options,
+                                                       int launcher_rank) {
+#if defined(MOTLEY_HAVE_MPI)
+  auto connect = [&](const comm::Emulation& emulation)
+      -> Result<std::unique_ptr<comm::Communicator>> {
+    MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world,
+                            comm::MpiWorld::Connect(nullptr, nullptr, options.comm, emulation));
+    if (world->rank() != launcher_rank) {
+      return Err("the launcher says rank {} but MPI says rank {}", launcher_rank, world->rank());
+    }
+    return world;
+  };
+  auto summary = train::TrainParallelProcess(run, plan, options, connect);
+  comm::MpiWorld::Finalize();
+  return summary;
+#else
+  (void)run;
+  (void)plan;
+  (void)options;
+  return Err("started by a launcher as rank {}, but this motley was built without MPI",
+             launcher_rank);
+#endif
+}
+
+// `motley train RUN.yaml --plan PLAN.json [--compare PLAN2.json]`: each plan is checked before
+// any rank starts.
 int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::RunFile& run,
                      const std::string& source) {
   if (cmd.count("--micro-batches") > 0) {
@@ -36,20 +84,59 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
                        "each pipeline's micro-batches)\n");
     return 1;
   }
-  Result<spec::Plan> plan = spec::LoadPlan(args.plan_path);
-  if (!plan.ok()) {
-    fmt::print(stderr, "motley train: {}\n", plan.status().message());
+  Result<train::ClockChoice> clock = train::ParseClockChoice(args.clock);
+  if (!clock.ok()) {
+    fmt::print(stderr, "motley train: {}\n", clock.status().message());
     return 1;
   }
-  fmt::print("motley train: {} with plan {}\n", source, args.plan_path);
-  std::fflush(stdout);
+  std::vector<std::string> paths = {args.plan_path};
+  if (!args.compare_path.empty()) paths.push_back(args.compare_path);
+  std::vector<spec::Plan> plans;
+  for (const std::string& path : paths) {
+    Result<spec::Plan> plan = spec::LoadPlan(path);
+    if (!plan.ok()) {
+      fmt::print(stderr, "motley train: {}\n", plan.status().message());
+      return 1;
+    }
+    const Status checked = train::CheckPlanForRun(run, *plan);
+    if (!checked.ok()) {
+      fmt::print(stderr, "motley train: {}: {}\n", source, checked.message());
+      return 1;
+    }
+    plans.push_back(std::move(*plan));
+  }
+  const int launcher_rank = LauncherRank();
+  if (launcher_rank >= 0 && plans.size() > 1) {
+    fmt::print(stderr, "motley train: --compare is not supported under a launcher\n");
+    return 1;
+  }
   train::ParallelTrainerOptions options;
   options.trace_path = args.trace_path;
   options.trace_steps = args.trace_steps;
-  auto summary = train::TrainParallel(run, *plan, options);
-  if (!summary.ok()) {
-    fmt::print(stderr, "motley train: {}: {}\n", source, summary.status().message());
-    return 1;
+  options.clock = *clock;
+  if (launcher_rank > 0) options.out = nullptr;
+  std::vector<train::ParallelTrainSummary> summaries;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (options.out != nullptr) {
+      fmt::print("motley train: {} with plan {}\n", source, paths[i]);
+      std::fflush(stdout);
+    }
+    if (i > 0) {  // the comparison run writes no trace, and no metrics over the first run's
+      options.trace_path.clear();
+      options.metrics_path = run.train.metrics_path.empty() ? "" : run.train.metrics_path + ".compare";
+    }
+    auto summary = launcher_rank >= 0 ? TrainUnderLauncher(run, plans[i], options, launcher_rank)
+                                      : train::TrainParallel(run, plans[i], options);
+    if (!summary.ok()) {
+      fmt::print(stderr, "motley train: {}: {}\n", source, summary.status().message());
+      return 1;
+    }
+    summaries.push_back(std::move(*summary));
+  }
+  if (options.out == nullptr) return 0;
+  if (summaries.size() > 1) {
+    fmt::print("\nthe same job under both plans (tokens/s on each run's clock):\n{}",
+               train::FormatPlanComparison(paths, summaries));
   }
   if (!run.train.metrics_path.empty()) fmt::print("metrics: {}\n", run.train.metrics_path);
   if (!args.trace_path.empty()) fmt::print("trace: {}\n", args.trace_path);
@@ -94,8 +181,9 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train on one device (the CPU). Without RUN.yaml: the embedded default run, the 'small' "
-      "model on the shipped King James Bible corpus.");
+      "Train on one device (the CPU), or with --plan on the run's (possibly emulated) cluster. "
+      "Without RUN.yaml: the embedded default run, the 'small' model on the shipped King James "
+      "Bible corpus.");
   cmd->add_option("run", args->run_path, "Run file (YAML, docs/formats/run-file.md)")
       ->type_name("RUN.yaml");
   cmd->add_option("--steps", args->steps, "Override train.steps")->check(CLI::PositiveNumber);
@@ -107,7 +195,8 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
                   "Split each global batch into M equal micro-batches (same math, less memory)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--plan", args->plan_path,
-                  "Run this parallel plan (docs/formats/plan.md), every rank a thread")
+                  "Run this parallel plan (docs/formats/plan.md): every rank a thread, or one "
+                  "rank per process under mpiexec / srun")
       ->type_name("PLAN.json");
   cmd->add_option("--trace", args->trace_path,
                   "With --plan: write a Chrome trace (Perfetto JSON) of every rank's actions")
@@ -116,6 +205,15 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
                   "Comma-separated steps to trace (default: step 1)")
       ->delimiter(',')
       ->type_name("STEP,...");
+  cmd->add_option("--clock", args->clock,
+                  "With --plan on an emulated cluster: 'virtual' (default: exact emulated time, "
+                  "nothing sleeps) or 'wall' (each rank paced to its emulated time)")
+      ->check(CLI::IsMember({"auto", "virtual", "wall"}))
+      ->type_name("virtual|wall");
+  cmd->add_option("--compare", args->compare_path,
+                  "With --plan: then train the same job under this plan too (e.g. the uniform "
+                  "split) and print both throughputs side by side")
+      ->type_name("PLAN2.json");
   cmd->callback([args, cmd, &exit_code] { exit_code = RunTrain(*args, *cmd); });
 }
 

@@ -2,7 +2,6 @@
 #include "parallel/grad_sync.h"
 
 #include <charconv>
-#include <chrono>
 #include <cstring>
 #include <string_view>
 
@@ -48,10 +47,11 @@ Result<std::unique_ptr<GradientSync>> GradientSync::Create(const WorldLayout& la
                                                            const spec::ModelSpec& model,
                                                            comm::Communicator& world,
                                                            tensor::Backend& backend,
-                                                           model::ParameterSet& params) {
+                                                           model::ParameterSet& params,
+                                                           RankClock clock) {
   const RankInfo& me = layout.rank(rank);
   std::unique_ptr<GradientSync> sync(
-      new GradientSync(backend, params, me.pipeline == 0, me.tp_rank));
+      new GradientSync(backend, params, me.pipeline == 0, me.tp_rank, clock));
   const int64_t L = model.num_blocks;
   const spec::StagePlan& my_stage = layout.stage_of(rank);
   for (int id = 0; id <= static_cast<int>(L) + 1; ++id) {
@@ -149,7 +149,7 @@ void GradientSync::Unpack(Layer& layer) {
 }
 
 Status GradientSync::Reduce() {
-  const auto start = std::chrono::steady_clock::now();
+  const Seconds start = clock_.Now();
   for (Layer& layer : layers_) {
     if (layer.comm == nullptr) continue;
     Pack(layer);
@@ -157,7 +157,7 @@ Status GradientSync::Reduce() {
                                .WithContext(fmt::format("gradient sync of layer {}", layer.id)));
     Unpack(layer);
   }
-  comm_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  comm_s_ += clock_.Since(start);
   return Status::Ok();
 }
 

@@ -27,6 +27,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "model/parameters.h"
+#include "parallel/rank_clock.h"
 #include "parallel/world_layout.h"
 #include "spec/model_spec.h"
 #include "tensor/backend.h"
@@ -44,13 +45,14 @@ class GradientSync {
                                                       const spec::ModelSpec& model,
                                                       comm::Communicator& world,
                                                       tensor::Backend& backend,
-                                                      model::ParameterSet& params);
+                                                      model::ParameterSet& params,
+                                                      RankClock clock = {});
 
   // Sums every gradient over its layer's group, in place. Collective over the groups.
   Status Reduce();
   // Sum of squared gradient entries that this rank counts for the global norm (see above).
   double NormContribution() const;
-  // Wall seconds spent in Reduce since construction.
+  // Seconds (rank clock: emulated time on an emulated cluster) spent in Reduce since construction.
   double comm_seconds() const { return comm_s_; }
 
  private:
@@ -63,8 +65,12 @@ class GradientSync {
   };
 
   GradientSync(tensor::Backend& backend, model::ParameterSet& params, bool counts_norm,
-               int tp_rank)
-      : backend_(backend), params_(params), counts_norm_(counts_norm), tp_rank_(tp_rank) {}
+               int tp_rank, RankClock clock)
+      : backend_(backend),
+        params_(params),
+        counts_norm_(counts_norm),
+        tp_rank_(tp_rank),
+        clock_(clock) {}
   void Pack(Layer& layer);
   void Unpack(Layer& layer);
 
@@ -72,6 +78,7 @@ class GradientSync {
   model::ParameterSet& params_;
   bool counts_norm_;
   int tp_rank_;
+  RankClock clock_;
   std::vector<Layer> layers_;
   double comm_s_ = 0.0;
 };

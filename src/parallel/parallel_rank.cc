@@ -26,7 +26,9 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
   if (me.tp_degree > 1) color = layout.stage_ranks(me.pipeline, me.stage).front();
   MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> tp_comm,
                           world.Split(color, me.tp_rank));
-  if (tp_comm != nullptr) r->tp_ = std::make_unique<CommTpGroup>(std::move(tp_comm));
+  if (tp_comm != nullptr) {
+    r->tp_ = std::make_unique<CommTpGroup>(std::move(tp_comm), options.clock);
+  }
 
   model::StageLayout stage_layout;
   stage_layout.first_block = sp.first_block;
@@ -43,7 +45,8 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
   r->optimizer_ = std::make_unique<model::Optimizer>(backend, r->stage_->params(),
                                                      train.optimizer, train.steps);
   MOTLEY_ASSIGN_OR_RETURN(r->grad_sync_, GradientSync::Create(layout, rank, model, world, backend,
-                                                              r->stage_->params()));
+                                                              r->stage_->params(),
+                                                              options.clock));
   sched::ScheduleOptions sched_options;
   sched_options.with_step_actions = true;
   const spec::PipelinePlan& pipe = layout.pipeline_of(rank);
@@ -52,15 +55,14 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
                                                              sched_options));
   r->executor_ = std::make_unique<StageExecutor>(
       layout, rank, *r->stage_, world, r->tp_.get(),
-      r->schedule_.stages[static_cast<size_t>(me.stage)], train.seq_len);
+      r->schedule_.stages[static_cast<size_t>(me.stage)], train.seq_len, options.clock);
   return r;
 }
 
 Result<RankStepResult> ParallelRank::Step(int64_t step, std::span<const int32_t> inputs,
                                           std::span<const int32_t> targets,
-                                          std::vector<TraceEvent>* trace,
-                                          StageExecutor::Clock::time_point trace_origin) {
-  const auto start = StageExecutor::Clock::now();
+                                          std::vector<TraceEvent>* trace) {
+  const Seconds start = options_.clock.Now();
   RankStepResult result;
   optimizer_->ZeroGrads();
   const double tokens = static_cast<double>(layout_.global_batch() * train_.seq_len);
@@ -97,15 +99,14 @@ Result<RankStepResult> ParallelRank::Step(int64_t step, std::span<const int32_t>
     result.lr = optimizer_->Step(step, model::ClipScale(grad_sq, train_.optimizer.grad_clip));
     return Status::Ok();
   };
-  auto run = executor_->Run(inputs, targets, loss_scale, hooks, result.times, trace, trace_origin);
+  auto run = executor_->Run(inputs, targets, loss_scale, hooks, result.times, trace);
   if (!run.ok()) {
     return run.status().WithContext(fmt::format("step {}: pipelines[{}].stages[{}] tp_rank {}",
                                                 step, info_.pipeline, info_.stage, info_.tp_rank));
   }
   result.times.dp_sync_s = grad_sync_->comm_seconds() - dp_before;
   if (tp_ != nullptr) result.times.tp_comm_s = tp_->comm_seconds() - tp_before;
-  result.times.step_s =
-      std::chrono::duration<double>(StageExecutor::Clock::now() - start).count();
+  result.times.step_s = options_.clock.Since(start);
   return result;
 }
 

@@ -26,6 +26,7 @@
 #include "model/stage.h"
 #include "parallel/comm_tp_group.h"
 #include "parallel/grad_sync.h"
+#include "parallel/rank_clock.h"
 #include "parallel/stage_executor.h"
 #include "parallel/world_layout.h"
 #include "spec/model_spec.h"
@@ -38,6 +39,9 @@ struct ParallelRankOptions {
   // Fault injection for tests: on this (1-based) step, this rank writes NaN into its first
   // gradient before the data-parallel sync. 0: never.
   int64_t poison_gradient_step = 0;
+  // Times every measurement (StageTimes, trace events): the rank's VirtualClock on an emulated
+  // cluster, the steady clock from the run's origin otherwise.
+  RankClock clock;
 };
 
 struct RankStepResult {
@@ -45,7 +49,7 @@ struct RankStepResult {
   double grad_norm = 0.0;  // global gradient norm before clipping (same on every rank)
   float lr = 0.0F;         // learning rate of this step's schedule
   bool skipped = false;    // update skipped: non-finite loss or gradient norm
-  StageTimes times;
+  StageTimes times;  // on options.clock
 };
 
 class ParallelRank {
@@ -59,11 +63,10 @@ class ParallelRank {
 
   // One training step (1-based). inputs / targets: this rank's pipeline's samples, (m * b, T) i32
   // in micro-batch order (needed on the first / last stage; pass them everywhere for simplicity).
-  // `trace` (may be nullptr) receives this rank's actions, timed from `trace_origin`.
+  // `trace` (may be nullptr) receives this rank's actions, timed on options.clock.
   Result<RankStepResult> Step(int64_t step, std::span<const int32_t> inputs,
                               std::span<const int32_t> targets,
-                              std::vector<TraceEvent>* trace = nullptr,
-                              StageExecutor::Clock::time_point trace_origin = {});
+                              std::vector<TraceEvent>* trace = nullptr);
 
   const RankInfo& info() const { return info_; }
   model::Stage& stage() { return *stage_; }

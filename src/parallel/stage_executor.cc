@@ -11,20 +11,15 @@ using tensor::DType;
 using tensor::Shape;
 using tensor::Tensor;
 
-namespace {
-double Since(StageExecutor::Clock::time_point t) {
-  return std::chrono::duration<double>(StageExecutor::Clock::now() - t).count();
-}
-}  // namespace
-
 StageExecutor::StageExecutor(const WorldLayout& layout, int rank, model::Stage& stage,
                              comm::Communicator& world, const CommTpGroup* tp,
-                             std::vector<Action> actions, int64_t seq_len)
+                             std::vector<Action> actions, int64_t seq_len, RankClock clock)
     : layout_(layout),
       rank_(rank),
       stage_(stage),
       world_(world),
       tp_(tp),
+      clock_(clock),
       actions_(std::move(actions)),
       b_(layout.pipeline_of(rank).micro_batch_size),
       t_(seq_len),
@@ -49,7 +44,7 @@ Tensor StageExecutor::TakeBuffer() {
 }
 
 Status StageExecutor::RunBatch(size_t begin, size_t end, StageTimes& times) {
-  const Clock::time_point start = Clock::now();
+  const Seconds start = clock_.Now();
   std::vector<comm::Request> requests;
   auto post = [&](Result<comm::Request> r, const Action& a) -> Status {
     if (!r.ok()) {
@@ -105,15 +100,14 @@ Status StageExecutor::RunBatch(size_t begin, size_t end, StageTimes& times) {
     GiveBack(std::move(it->second));
     input_grads_.erase(it);
   }
-  times.p2p_s += Since(start);
+  times.p2p_s += clock_.Since(start);
   return Status::Ok();
 }
 
 Result<double> StageExecutor::Run(std::span<const int32_t> inputs,
                                   std::span<const int32_t> targets, float loss_scale,
                                   const Hooks& hooks, StageTimes& times,
-                                  std::vector<TraceEvent>* trace,
-                                  Clock::time_point trace_origin) {
+                                  std::vector<TraceEvent>* trace) {
   tensor::Backend& backend = stage_.backend();
   const auto mb_tokens = static_cast<size_t>(b_ * t_);
   const int64_t m = layout_.pipeline_of(rank_).micro_batches;
@@ -135,7 +129,7 @@ Result<double> StageExecutor::Run(std::span<const int32_t> inputs,
   size_t i = 0;
   while (i < actions_.size()) {
     const Action& a = actions_[i];
-    const Clock::time_point start = Clock::now();
+    const Seconds start = clock_.Now();
     std::string name;
     if (sched::IsCommunication(a.kind)) {
       size_t end = i;
@@ -172,7 +166,7 @@ Result<double> StageExecutor::Run(std::span<const int32_t> inputs,
             GiveBack(std::move(received_act_[k]));
             received_act_.erase(k);
           }
-          times.forward_s += Since(start);
+          times.forward_s += clock_.Since(start);
           break;
         }
         case ActionKind::kBackward: {
@@ -192,17 +186,17 @@ Result<double> StageExecutor::Run(std::span<const int32_t> inputs,
             backend.Copy(copy, dinput.Reshaped(copy.shape()));
             input_grads_[k] = std::move(copy);
           }
-          times.backward_s += Since(start);
+          times.backward_s += clock_.Since(start);
           break;
         }
         case ActionKind::kDpSync: {
           MOTLEY_RETURN_IF_ERROR(hooks.dp_sync());
-          times.dp_sync_s += Since(start);
+          times.dp_sync_s += clock_.Since(start);
           break;
         }
         case ActionKind::kOptimizerStep: {
           MOTLEY_RETURN_IF_ERROR(hooks.optimizer_step());
-          times.optimizer_s += Since(start);
+          times.optimizer_s += clock_.Since(start);
           break;
         }
         default:
@@ -213,9 +207,7 @@ Result<double> StageExecutor::Run(std::span<const int32_t> inputs,
       ++i;
     }
     if (trace != nullptr) {
-      trace->push_back(TraceEvent{
-          std::move(name), std::chrono::duration<double>(start - trace_origin).count(),
-          Since(start)});
+      trace->push_back(TraceEvent{std::move(name), start, clock_.Since(start)});
     }
   }
   return loss_sum_;

@@ -10,13 +10,13 @@
 //    receiver the rank serves and a receive comes from one sender (world_layout.h); tags encode the
 //    micro-batch and the direction: tag = 2 * k + (0 forward activation | 1 backward gradient).
 //  - DpSync / OptimizerStep call the caller's hooks.
-// Per-action wall times are summed into StageTimes, and optionally recorded as trace events.
+// Per-action times on the rank's clock (rank_clock.h: emulated time on an emulated cluster, wall
+// time otherwise) are summed into StageTimes, and optionally recorded as trace events.
 //
 // Ownership: references the layout, Stage and communicator (must outlive it); owns its receive
 // buffers. Thread safety: used by its rank's thread only.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,12 +28,13 @@
 #include "core/status.h"
 #include "model/stage.h"
 #include "parallel/comm_tp_group.h"
+#include "parallel/rank_clock.h"
 #include "parallel/world_layout.h"
 #include "sched/schedule.h"
 
 namespace motley::parallel {
 
-// Wall seconds one rank spent per kind of work in a step.
+// Seconds (rank clock) one rank spent per kind of work in a step.
 struct StageTimes {
   double forward_s = 0.0;    // Forward actions (including their TP all-reduces)
   double backward_s = 0.0;   // Backward actions (including their TP all-reduces)
@@ -47,30 +48,29 @@ struct StageTimes {
 // One executed action (or transfer batch) for a Chrome trace.
 struct TraceEvent {
   std::string name;      // "F3", "B0", "SF3+RB0", "DP", "OPT"
-  double start_s = 0.0;  // since the trace origin
+  double start_s = 0.0;  // rank clock (virtual time, or steady seconds since the run's origin)
   double dur_s = 0.0;
 };
 
 class StageExecutor {
  public:
-  using Clock = std::chrono::steady_clock;
   struct Hooks {
     std::function<Status()> dp_sync;
     std::function<Status()> optimizer_step;
   };
 
   // `actions`: this rank's stage list; seq_len: T. `tp` (may be nullptr) is checked after every
-  // compute action.
+  // compute action. `clock` times the actions.
   StageExecutor(const WorldLayout& layout, int rank, model::Stage& stage,
                 comm::Communicator& world, const CommTpGroup* tp,
-                std::vector<sched::Action> actions, int64_t seq_len);
+                std::vector<sched::Action> actions, int64_t seq_len, RankClock clock = {});
 
   // inputs (first stage) and targets (last stage): this pipeline's samples, (m * b, T) i32 in
   // micro-batch order; unused spans may be empty. Returns the sum of token losses of this
   // pipeline (last stage), 0 elsewhere. `trace` (may be nullptr) receives one event per action.
   Result<double> Run(std::span<const int32_t> inputs, std::span<const int32_t> targets,
                      float loss_scale, const Hooks& hooks, StageTimes& times,
-                     std::vector<TraceEvent>* trace, Clock::time_point trace_origin);
+                     std::vector<TraceEvent>* trace);
   // The loss sum of the Run in progress so far (complete once every Forward ran, e.g. inside the
   // DpSync and OptimizerStep hooks).
   double running_loss_sum() const { return loss_sum_; }
@@ -85,6 +85,7 @@ class StageExecutor {
   model::Stage& stage_;
   comm::Communicator& world_;
   const CommTpGroup* tp_;
+  RankClock clock_;
   std::vector<sched::Action> actions_;
   int64_t b_;  // micro-batch size
   int64_t t_;

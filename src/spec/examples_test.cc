@@ -63,6 +63,8 @@ TEST(ExamplesTest, RunsLoad) {
 const std::map<std::string, std::string> kPlanRuns = {
     {"local-hetero-uniform.json", "local-hetero.yaml"},
     {"local-hetero-mixed.json", "local-hetero.yaml"},
+    {"hetero-4-uniform.json", "hetero-4.yaml"},
+    {"hetero-4-balanced.json", "hetero-4.yaml"},
     {"two-island-uniform.json", "gpt2-124m.yaml"},
     {"hethub-768-mixed.json", "hethub-140b.yaml"},
 };
@@ -91,6 +93,7 @@ TEST(ExamplesTest, UniformPlansMatchTheBuilder) {
   };
   const Uniform cases[] = {
       {"local-hetero-uniform.json", "local-hetero.yaml", {3, 2, 1, 1}},
+      {"hetero-4-uniform.json", "hetero-4.yaml", {2, 2, 1, 2}},
       {"two-island-uniform.json", "gpt2-124m.yaml", {4, 4, 4, 1}},
   };
   for (const Uniform& u : cases) {

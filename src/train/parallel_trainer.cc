@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/emulated/emulated_backend.h"
 #include "comm/local_world.h"
+#include "core/clock.h"
 #include "core/file_util.h"
 #include "parallel/parallel_rank.h"
 #include "parallel/world_layout.h"
@@ -29,12 +31,18 @@ using parallel::StageTimes;
 using parallel::TraceEvent;
 using parallel::WorldLayout;
 
-// Per-rank values gathered every step: the StageTimes fields, then the skipped flag.
-constexpr int64_t kGatherFields = 8;
+// Per-rank values gathered every step: the StageTimes fields, the skipped flag, then the rank
+// clock at the step's start and end.
+constexpr int64_t kGatherFields = 10;
+constexpr int kSkippedField = 7;
+constexpr int kStartField = 8;
+constexpr int kEndField = 9;
 
-void PackTimes(const StageTimes& t, bool skipped, double* out) {
-  const double values[kGatherFields] = {t.forward_s,  t.backward_s,  t.p2p_s,  t.tp_comm_s,
-                                        t.dp_sync_s, t.optimizer_s, t.step_s, skipped ? 1.0 : 0.0};
+void PackTimes(const StageTimes& t, bool skipped, double start_s, double end_s, double* out) {
+  const double values[kGatherFields] = {t.forward_s,  t.backward_s, t.p2p_s,
+                                        t.tp_comm_s,  t.dp_sync_s,  t.optimizer_s,
+                                        t.step_s,     skipped ? 1.0 : 0.0, start_s,
+                                        end_s};
   std::copy(values, values + kGatherFields, out);
 }
 
@@ -42,31 +50,36 @@ constexpr const char* kTimeNames[] = {"forward_s",  "backward_s",  "p2p_s", "tp_
                                       "dp_sync_s", "optimizer_s", "step_s"};
 constexpr int kNumTimes = 7;
 
-// What every rank thread shares (read-only during the run, except the guarded error and rank 0's
-// outputs).
+// What every rank shares (read-only during the run, except the guarded error and the outputs of
+// the summary rank).
 struct RunContext {
   const spec::RunFile* run = nullptr;
   const ParallelTrainerOptions* options = nullptr;
   const WorldLayout* layout = nullptr;
   const TokenSplits* data = nullptr;
-  std::shared_ptr<comm::LocalWorld> world;
   std::FILE* metrics = nullptr;  // rank 0 writes
   double flops_per_token = 0.0;
   double peak_flops = 0.0;       // sum of the plan's devices' fp32 peaks
+  bool emulated = false;         // the plan's devices are of emulated types
+  VirtualClock::Mode clock_mode = VirtualClock::Mode::kVirtual;  // when emulated
+  std::unique_ptr<comm::LinkMatrix> links;                       // when emulated, by world rank
   std::vector<std::vector<TraceEvent>> traces;  // per rank (each rank writes its own)
-  ParallelTrainSummary summary;                 // rank 0 writes
+  int summary_rank = 0;                         // the rank that fills `summary`
+  ParallelTrainSummary summary;
   Clock::time_point origin;
 
   std::mutex mu;
   Status first_error;
-  void Fail(int rank, const Status& s) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (first_error.ok()) first_error = s.WithContext(fmt::format("rank {}", rank));
-    }
-    world->Abort(fmt::format("rank {} failed: {}", rank, s.message()));
+  void Record(int rank, const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (first_error.ok()) first_error = s.WithContext(fmt::format("rank {}", rank));
   }
 };
+
+const char* ClockName(const RunContext& ctx) {
+  if (!ctx.emulated) return "host";
+  return ctx.clock_mode == VirtualClock::Mode::kVirtual ? "virtual" : "wall";
+}
 
 bool Traced(const ParallelTrainerOptions& o, int64_t step) {
   if (o.trace_path.empty()) return false;
@@ -76,7 +89,8 @@ bool Traced(const ParallelTrainerOptions& o, int64_t step) {
 
 // The metrics line of one step (docs/formats/parallel-metrics.md).
 std::string MetricsLine(const RunContext& ctx, int64_t step, const parallel::RankStepResult& r,
-                        const std::vector<double>& all, double step_time_s) {
+                        const std::vector<double>& all, double step_time_s, double wall_s,
+                        double virtual_s) {
   const WorldLayout& layout = *ctx.layout;
   const int64_t tokens = layout.global_batch() * ctx.run->train.seq_len;
   nlohmann::ordered_json j;
@@ -85,7 +99,10 @@ std::string MetricsLine(const RunContext& ctx, int64_t step, const parallel::Ran
   j["lr"] = r.lr;
   j["grad_norm"] = r.grad_norm;
   j["tokens"] = tokens;
+  j["clock"] = ClockName(ctx);
   j["step_time_s"] = step_time_s;
+  j["wall_step_time_s"] = wall_s;
+  if (ctx.emulated) j["virtual_step_time_s"] = virtual_s;
   const double tps = static_cast<double>(tokens) / step_time_s;
   j["tokens_per_s"] = tps;
   j["gflops"] = ctx.flops_per_token * tps / 1e9;
@@ -131,19 +148,42 @@ std::string MetricsLine(const RunContext& ctx, int64_t step, const parallel::Ran
   return j.dump();
 }
 
-Status RunRank(RunContext& ctx, int r) {
+// The backend of rank r: an EmulatedBackend on `clock` for an emulated device type, else a CPU
+// backend with one thread.
+Result<std::unique_ptr<tensor::Backend>> MakeBackend(const RunContext& ctx, int r,
+                                                     VirtualClock* clock) {
+  const int device = ctx.layout->rank(r).device;
+  if (!ctx.emulated) return std::unique_ptr<tensor::Backend>(new backend::CpuBackend(1, r));
+  MOTLEY_ASSIGN_OR_RETURN(
+      std::unique_ptr<backend::EmulatedBackend> be,
+      backend::EmulatedBackend::Create(ctx.run->cluster.device_type_of(device), clock, r, 1));
+  return std::unique_ptr<tensor::Backend>(std::move(be));
+}
+
+// Ok, or the out-of-memory error of an emulated device (names the device and the bytes).
+Status MemoryStatus(const tensor::Backend& backend, int device) {
+  const auto* emulated = dynamic_cast<const backend::EmulatedBackend*>(&backend);
+  if (emulated == nullptr) return Status::Ok();
+  return emulated->memory_status().WithContext(fmt::format("device {}", device));
+}
+
+// Trains rank r of the plan over `world`; `clock` is the rank's emulated clock (nullptr when the
+// cluster is not emulated), already charged by `world`.
+Status RunRank(RunContext& ctx, int r, comm::Communicator& world, VirtualClock* clock) {
   const spec::TrainSpec& train = ctx.run->train;
   const ParallelTrainerOptions& options = *ctx.options;
   const WorldLayout& layout = *ctx.layout;
-  MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world,
-                          ctx.world->Connect(r, options.comm));
-  backend::CpuBackend backend(/*num_threads=*/1, /*index=*/r);
+  MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<tensor::Backend> backend, MakeBackend(ctx, r, clock));
+  auto* emulated = dynamic_cast<backend::EmulatedBackend*>(backend.get());
   parallel::ParallelRankOptions rank_options;
+  rank_options.clock = clock != nullptr ? parallel::RankClock(clock) : parallel::RankClock(ctx.origin);
   if (r == options.poison_rank) rank_options.poison_gradient_step = options.poison_gradient_step;
   MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelRank> rank,
-                          parallel::ParallelRank::Create(layout, r, ctx.run->model, train, backend,
-                                                         *world, rank_options));
+                          parallel::ParallelRank::Create(layout, r, ctx.run->model, train,
+                                                         *backend, world, rank_options));
   const RankInfo& me = rank->info();
+  MOTLEY_RETURN_IF_ERROR(MemoryStatus(*backend, me.device).WithContext("building the stage"));
+  const parallel::RankClock& rank_clock = rank_options.clock;
   const std::vector<parallel::SampleSlice>& slices =
       layout.samples()[static_cast<size_t>(me.pipeline)];
   const int64_t begin = slices.front().begin;
@@ -160,8 +200,21 @@ Status RunRank(RunContext& ctx, int r) {
   const int64_t log_every =
       options.log_every > 0 ? options.log_every : std::max<int64_t>(1, train.steps / 20);
 
+  // Every rank finished its set-up; on the wall clock, pace from here (the set-up's real time is
+  // not emulated time): re-base the origin so that the clock's now() is "now".
+  MOTLEY_RETURN_IF_ERROR(world.Barrier().WithContext("after set-up"));
+  if (clock != nullptr && clock->mode() == VirtualClock::Mode::kWall) {
+    const Seconds t = clock->now();
+    *clock = VirtualClock(VirtualClock::Mode::kWall,
+                          Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(t)));
+    clock->Advance(t);
+  }
+
   for (int64_t step = 1; step <= train.steps; ++step) {
     const Clock::time_point start = Clock::now();
+    const Seconds start_s = rank_clock.Now();
+    if (emulated != nullptr) emulated->BeginStep(step);
     const std::vector<int64_t> offsets =
         TrainBatchOffsets(train.seed, step - 1, layout.global_batch(), T, num_train);
     const std::span<const int64_t> mine_offsets(offsets.data() + begin,
@@ -169,24 +222,38 @@ Status RunRank(RunContext& ctx, int r) {
     GatherSamples(ctx.data->train, mine_offsets, T, inputs, targets);
     const bool traced = Traced(options, step);
     MOTLEY_ASSIGN_OR_RETURN(parallel::RankStepResult result,
-                            rank->Step(step, inputs, targets, traced ? &trace : nullptr,
-                                       ctx.origin));
-    PackTimes(result.times, result.skipped, mine.data<double>());
-    MOTLEY_RETURN_IF_ERROR(world->AllGather(all, mine, counts).WithContext("step metrics"));
-    if (r != 0) continue;
+                            rank->Step(step, inputs, targets, traced ? &trace : nullptr));
+    MOTLEY_RETURN_IF_ERROR(
+        MemoryStatus(*backend, me.device).WithContext(fmt::format("step {}", step)));
+    PackTimes(result.times, result.skipped, start_s, rank_clock.Now(), mine.data<double>());
+    MOTLEY_RETURN_IF_ERROR(world.AllGather(all, mine, counts).WithContext("step metrics"));
+    if (r != ctx.summary_rank) continue;
 
-    const double step_time_s = std::chrono::duration<double>(Clock::now() - start).count();
+    const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+    const double* v = all.data<double>();
+    double first_start = v[kStartField];
+    double last_end = v[kEndField];
+    for (int q = 1; q < layout.size(); ++q) {
+      first_start = std::min(first_start, v[static_cast<size_t>(q) * kGatherFields + kStartField]);
+      last_end = std::max(last_end, v[static_cast<size_t>(q) * kGatherFields + kEndField]);
+    }
+    const double virtual_s = last_end - first_start;
+    const bool on_virtual = ctx.emulated && ctx.clock_mode == VirtualClock::Mode::kVirtual;
+    const double step_time_s = on_virtual ? virtual_s : wall_s;
     ParallelTrainSummary& s = ctx.summary;
     s.losses.push_back(result.loss);
     s.grad_norms.push_back(result.grad_norm);
     if (result.skipped) s.skipped_steps.push_back(step);
     const int64_t tokens = layout.global_batch() * T;
     s.tokens += tokens;
+    s.step_times_s.push_back(step_time_s);
     s.train_time_s += step_time_s;
+    s.wall_time_s += wall_s;
+    if (r != 0) continue;
     if (ctx.metrics != nullptr) {
-      const std::vector<double> values(all.data<double>(),
-                                       all.data<double>() + all.numel());
-      const std::string line = MetricsLine(ctx, step, result, values, step_time_s) + "\n";
+      const std::vector<double> values(v, v + all.numel());
+      const std::string line =
+          MetricsLine(ctx, step, result, values, step_time_s, wall_s, virtual_s) + "\n";
       if (std::fputs(line.c_str(), ctx.metrics) < 0 || std::fflush(ctx.metrics) != 0) {
         return Err("metrics file: write failed at step {}", step);
       }
@@ -197,8 +264,10 @@ Status RunRank(RunContext& ctx, int r) {
       if (ctx.peak_flops > 0) {
         mfu = fmt::format(" | MFU {:.2f}%", 100.0 * ctx.flops_per_token * tps / ctx.peak_flops);
       }
-      fmt::print(options.out, "step {}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s{}{}\n",
-                 step, train.steps, result.loss, result.lr, result.grad_norm, tps, mfu,
+      fmt::print(options.out,
+                 "step {}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s{}{}{}\n", step,
+                 train.steps, result.loss, result.lr, result.grad_norm, tps,
+                 on_virtual ? " (virtual)" : "", mfu,
                  result.skipped ? " | SKIPPED: non-finite loss or gradient norm" : "");
       std::fflush(options.out);
     }
@@ -229,7 +298,140 @@ Status WriteTrace(const RunContext& ctx, const std::string& path) {
   return WriteFileAtomic(path, doc.dump() + "\n");
 }
 
+// Everything TrainParallel and TrainParallelProcess share before any rank starts: the checks,
+// the layout, the data, the emulation (clock mode and link matrix) and the metrics file.
+struct Prepared {
+  std::unique_ptr<WorldLayout> layout;
+  std::unique_ptr<TokenSplits> data;
+  std::unique_ptr<RunContext> ctx;
+  struct Closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Closer> metrics;
+};
+
+// Emulation of the plan's devices: all of emulated types, or none.
+Status SetUpEmulation(const spec::RunFile& run, const ParallelTrainerOptions& options,
+                      RunContext& ctx) {
+  const WorldLayout& layout = *ctx.layout;
+  int emulated = 0;
+  for (const RankInfo& info : layout.ranks()) {
+    if (run.cluster.device_type_of(info.device).is_emulated()) ++emulated;
+  }
+  if (emulated != 0 && emulated != layout.size()) {
+    for (const RankInfo& info : layout.ranks()) {
+      const spec::DeviceType& type = run.cluster.device_type_of(info.device);
+      if (!type.is_emulated()) {
+        return Err("cluster '{}': device {} (type '{}') has no `emulated:` profile while other "
+                   "devices of the plan do; a run is either all emulated or all real",
+                   run.cluster.name, info.device, type.name);
+      }
+    }
+  }
+  ctx.emulated = emulated != 0;
+  if (!ctx.emulated) {
+    if (options.clock != ClockChoice::kAuto) {
+      return Err("--clock: the cluster '{}' has no emulated device types; its runs use the host "
+                 "clock", run.cluster.name);
+    }
+    return Status::Ok();
+  }
+  ctx.clock_mode = options.clock == ClockChoice::kWall ? VirtualClock::Mode::kWall
+                                                       : VirtualClock::Mode::kVirtual;
+  ctx.links = std::make_unique<comm::LinkMatrix>(layout.size(), comm::LinkModel{});
+  for (const RankInfo& a : layout.ranks()) {
+    for (const RankInfo& b : layout.ranks()) {
+      if (a.rank == b.rank) continue;
+      const spec::LinkClass& link = run.cluster.LinkBetween(a.device, b.device);
+      ctx.links->Set(a.rank, b.rank, comm::LinkModel{link.latency_s, link.EffectiveBandwidth()});
+    }
+  }
+  return ctx.links->Validate().WithContext(fmt::format("cluster '{}' links", run.cluster.name));
+}
+
+Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
+                         const ParallelTrainerOptions& options, bool open_metrics) {
+  MOTLEY_RETURN_IF_ERROR(CheckPlanForRun(run, plan));
+  Prepared p;
+  MOTLEY_ASSIGN_OR_RETURN(WorldLayout layout, WorldLayout::Build(plan));
+  p.layout = std::make_unique<WorldLayout>(std::move(layout));
+  const spec::TrainSpec& train = run.train;
+  MOTLEY_ASSIGN_OR_RETURN(TokenSplits data,
+                          LoadTokenSplits(train.data, run.model.vocab_size, train.seq_len));
+  p.data = std::make_unique<TokenSplits>(std::move(data));
+  p.ctx = std::make_unique<RunContext>();
+  RunContext& ctx = *p.ctx;
+  ctx.run = &run;
+  ctx.options = &options;
+  ctx.layout = p.layout.get();
+  ctx.data = p.data.get();
+  ctx.flops_per_token = TrainFlopsPerToken(run.model, train.seq_len);
+  for (const RankInfo& info : p.layout->ranks()) {
+    ctx.peak_flops += run.cluster.device_type_of(info.device).PeakFlops(spec::Precision::kFp32);
+  }
+  MOTLEY_RETURN_IF_ERROR(SetUpEmulation(run, options, ctx));
+  ctx.traces.resize(static_cast<size_t>(p.layout->size()));
+  const std::string metrics_path =
+      !options.metrics_path.empty() ? options.metrics_path : train.metrics_path;
+  if (open_metrics && !metrics_path.empty()) {
+    p.metrics.reset(std::fopen(metrics_path.c_str(), "w"));
+    if (!p.metrics) return Err("{}: cannot create the metrics file", metrics_path);
+    ctx.metrics = p.metrics.get();
+  }
+  return p;
+}
+
+void PrintHeader(const RunContext& ctx, const spec::Plan& plan, const char* launch) {
+  const ParallelTrainerOptions& options = *ctx.options;
+  if (options.out == nullptr) return;
+  const spec::TrainSpec& train = ctx.run->train;
+  fmt::print(options.out,
+             "parallel run: {} ranks {}, {} pipeline(s), global batch {} x {} tokens, {} steps, "
+             "schedule {}, clock {}{}\n",
+             ctx.layout->size(), launch, plan.pipelines.size(), ctx.layout->global_batch(),
+             train.seq_len, train.steps, spec::PipelineScheduleName(plan.schedule), ClockName(ctx),
+             plan.recompute != spec::Recompute::kNone
+                 ? " (recompute is not applied by this runtime; the math is unchanged)"
+                 : "");
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (ctx.emulated && ctx.clock_mode == VirtualClock::Mode::kWall && cores > 0 &&
+      static_cast<unsigned>(ctx.layout->size()) > cores) {
+    fmt::print(options.out,
+               "note: {} busy ranks on {} cores: wall-clock timings are distorted when the host "
+               "cannot keep up with the emulated speeds\n",
+               ctx.layout->size(), cores);
+  }
+}
+
+Result<ParallelTrainSummary> Finish(RunContext& ctx) {
+  ParallelTrainSummary summary = std::move(ctx.summary);
+  const ParallelTrainerOptions& options = *ctx.options;
+  summary.steps = ctx.run->train.steps;
+  summary.ranks = ctx.layout->size();
+  summary.clock = ClockName(ctx);
+  if (summary.train_time_s > 0) {
+    summary.tokens_per_s = static_cast<double>(summary.tokens) / summary.train_time_s;
+    summary.gflops = ctx.flops_per_token * summary.tokens_per_s / 1e9;
+    if (ctx.peak_flops > 0) summary.mfu = summary.gflops * 1e9 / ctx.peak_flops;
+  }
+  if (!options.trace_path.empty() && ctx.summary_rank == 0) {
+    MOTLEY_RETURN_IF_ERROR(WriteTrace(ctx, options.trace_path));
+  }
+  if (options.out != nullptr && ctx.summary_rank == 0) {
+    fmt::print(options.out, "{}", FormatParallelSummary(summary));
+    std::fflush(options.out);
+  }
+  return summary;
+}
+
 }  // namespace
+
+Result<ClockChoice> ParseClockChoice(const std::string& text) {
+  if (text == "auto") return ClockChoice::kAuto;
+  if (text == "virtual") return ClockChoice::kVirtual;
+  if (text == "wall") return ClockChoice::kWall;
+  return Err("--clock: '{}' is not one of auto, virtual, wall", text);
+}
 
 Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan) {
   const std::string where = plan.source.empty() ? "plan" : plan.source;
@@ -243,86 +445,77 @@ Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan) {
 
 Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec::Plan& plan,
                                            const ParallelTrainerOptions& options) {
-  MOTLEY_RETURN_IF_ERROR(CheckPlanForRun(run, plan));
-  MOTLEY_ASSIGN_OR_RETURN(WorldLayout layout, WorldLayout::Build(plan));
-  const spec::TrainSpec& train = run.train;
-  MOTLEY_ASSIGN_OR_RETURN(TokenSplits data,
-                          LoadTokenSplits(train.data, run.model.vocab_size, train.seq_len));
-
-  RunContext ctx;
-  ctx.run = &run;
-  ctx.options = &options;
-  ctx.layout = &layout;
-  ctx.data = &data;
-  ctx.world = comm::LocalWorld::Create(layout.size());
-  ctx.flops_per_token = TrainFlopsPerToken(run.model, train.seq_len);
-  for (const RankInfo& info : layout.ranks()) {
-    ctx.peak_flops += run.cluster.device_type_of(info.device).PeakFlops(spec::Precision::kFp32);
-  }
-  ctx.traces.resize(static_cast<size_t>(layout.size()));
-  const std::string metrics_path =
-      !options.metrics_path.empty() ? options.metrics_path : train.metrics_path;
-  struct Closer {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
-  std::unique_ptr<std::FILE, Closer> metrics;
-  if (!metrics_path.empty()) {
-    metrics.reset(std::fopen(metrics_path.c_str(), "w"));
-    if (!metrics) return Err("{}: cannot create the metrics file", metrics_path);
-    ctx.metrics = metrics.get();
-  }
-  if (options.out != nullptr) {
-    fmt::print(options.out,
-               "parallel run: {} ranks as threads, {} pipeline(s), global batch {} x {} tokens, "
-               "{} steps, schedule {}{}\n",
-               layout.size(), plan.pipelines.size(), layout.global_batch(), train.seq_len,
-               train.steps, spec::PipelineScheduleName(plan.schedule),
-               plan.recompute != spec::Recompute::kNone
-                   ? " (recompute is not applied by this runtime; the math is unchanged)"
-                   : "");
-  }
+  MOTLEY_ASSIGN_OR_RETURN(Prepared p, Prepare(run, plan, options, /*open_metrics=*/true));
+  RunContext& ctx = *p.ctx;
+  std::shared_ptr<comm::LocalWorld> world = comm::LocalWorld::Create(p.layout->size());
+  PrintHeader(ctx, plan, "as threads");
 
   backend::SetBlasThreads(1);  // ranks are threads: each rank's BLAS runs in its own thread
   ctx.origin = Clock::now();
   std::vector<std::thread> threads;
-  for (int r = 0; r < layout.size(); ++r) {
-    threads.emplace_back([&ctx, r] {
-      const Status s = RunRank(ctx, r);
-      if (!s.ok()) ctx.Fail(r, s);
+  for (int r = 0; r < p.layout->size(); ++r) {
+    threads.emplace_back([&ctx, &world, r] {
+      VirtualClock clock(ctx.clock_mode, ctx.origin);
+      comm::Emulation emulation;
+      if (ctx.emulated) emulation = comm::Emulation{ctx.links.get(), &clock};
+      Result<std::unique_ptr<comm::Communicator>> comm =
+          world->Connect(r, ctx.options->comm, emulation);
+      Status s = comm.status();
+      if (s.ok()) s = RunRank(ctx, r, **comm, ctx.emulated ? &clock : nullptr);
+      if (!s.ok()) {
+        ctx.Record(r, s);
+        world->Abort(fmt::format("rank {} failed: {}", r, s.message()));
+      }
     });
   }
   for (std::thread& t : threads) t.join();
   if (!ctx.first_error.ok()) return ctx.first_error;
-
-  ParallelTrainSummary summary = std::move(ctx.summary);
-  summary.steps = train.steps;
-  summary.ranks = layout.size();
-  if (summary.train_time_s > 0) {
-    summary.tokens_per_s = static_cast<double>(summary.tokens) / summary.train_time_s;
-    summary.gflops = ctx.flops_per_token * summary.tokens_per_s / 1e9;
-    if (ctx.peak_flops > 0) summary.mfu = summary.gflops * 1e9 / ctx.peak_flops;
-  }
-  if (!options.trace_path.empty()) MOTLEY_RETURN_IF_ERROR(WriteTrace(ctx, options.trace_path));
-  if (options.out != nullptr) {
-    fmt::print(options.out, "{}", FormatParallelSummary(summary));
-    std::fflush(options.out);
-  }
-  return summary;
+  return Finish(ctx);
 }
 
-std::string FormatParallelSummary(const ParallelTrainSummary& s) {
-  std::string skipped = "none";
-  if (!s.skipped_steps.empty()) {
-    skipped = fmt::format("{} (step", s.skipped_steps.size());
-    for (int64_t k : s.skipped_steps) skipped += fmt::format(" {}", k);
-    skipped += ")";
+Result<ParallelTrainSummary> TrainParallelProcess(const spec::RunFile& run, const spec::Plan& plan,
+                                                  const ParallelTrainerOptions& options,
+                                                  const ConnectWorld& connect) {
+  // Every process checks the plan and reads the data; only rank 0 writes the metrics file, so it
+  // is opened once the rank is known.
+  MOTLEY_ASSIGN_OR_RETURN(Prepared p, Prepare(run, plan, options, /*open_metrics=*/false));
+  RunContext& ctx = *p.ctx;
+  ctx.origin = Clock::now();
+  VirtualClock clock(ctx.clock_mode, ctx.origin);
+  comm::Emulation emulation;
+  if (ctx.emulated) emulation = comm::Emulation{ctx.links.get(), &clock};
+  MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, connect(emulation));
+  const int r = world->rank();
+  if (world->size() != p.layout->size()) {
+    const Status s = Err("{}: the plan has {} ranks but the launcher started {} processes",
+                         plan.source.empty() ? "plan" : plan.source, p.layout->size(),
+                         world->size());
+    world->Abort(s.message());
+    return s;
   }
-  return fmt::format(
-      "done: {} steps on {} ranks, {} tokens in {:.2f} s\n"
-      "loss: first step {:.4f}, final {:.4f}; skipped steps: {}\n"
-      "throughput: {:.0f} tokens/s, {:.2f} GFLOP/s achieved, MFU {:.2f}%\n",
-      s.steps, s.ranks, s.tokens, s.train_time_s, s.losses.empty() ? 0.0 : s.losses.front(),
-      s.losses.empty() ? 0.0 : s.losses.back(), skipped, s.tokens_per_s, s.gflops, 100.0 * s.mfu);
+  ctx.summary_rank = r;
+  ParallelTrainerOptions rank_options = options;
+  if (r != 0) rank_options.out = nullptr;
+  ctx.options = &rank_options;
+  Status s;
+  if (r == 0) {
+    const std::string metrics_path =
+        !options.metrics_path.empty() ? options.metrics_path : run.train.metrics_path;
+    if (!metrics_path.empty()) {
+      p.metrics.reset(std::fopen(metrics_path.c_str(), "w"));
+      if (!p.metrics) s = Err("{}: cannot create the metrics file", metrics_path);
+      ctx.metrics = p.metrics.get();
+    }
+    PrintHeader(ctx, plan, "as processes");
+  }
+  backend::SetBlasThreads(1);  // one rank, one backend thread (like every rank of the threads launch)
+  if (s.ok()) s = RunRank(ctx, r, *world, ctx.emulated ? &clock : nullptr);
+  if (!s.ok()) {
+    const Status failed = s.WithContext(fmt::format("rank {}", r));
+    world->Abort(fmt::format("rank {} failed: {}", r, s.message()));
+    return failed;
+  }
+  return Finish(ctx);
 }
 
 }  // namespace motley::train

@@ -1,35 +1,58 @@
 // The hybrid-parallel training loop: runs a run file under a Plan (pipelines of uneven stages,
-// per-stage TP degrees, uneven micro-batches) with every rank as a thread of this process over the
-// `local` communicator, one CpuBackend with one thread per rank and OpenBLAS set to one thread
-// process-wide (DESIGN.md §6). Each rank is a parallel::ParallelRank; the math is plan-invariant
+// per-stage TP degrees, uneven micro-batches). Two launches:
+//  - TrainParallel: every rank a thread of this process over the `local` communicator, OpenBLAS
+//    set to one thread process-wide (DESIGN.md §6);
+//  - TrainParallelProcess: this process runs ONE rank over a communicator the caller connects
+//    (the mpi backend under mpiexec: world rank r drives the plan's r-th device, world_layout.h).
+// Each rank is a parallel::ParallelRank with one backend thread; the math is plan-invariant
 // (DESIGN.md §4), so the per-step losses equal those of the serial loop (trainer.h) up to
 // floating-point reassociation.
 //
+// Emulated clusters (DESIGN.md §6): when the plan's devices are of emulated device types, each
+// rank gets its own VirtualClock and an EmulatedBackend with its device type's profile and memory
+// capacity, and the communicator charges every transfer on that clock over the link class the
+// cluster spec puts between the two devices (ClusterSpec::LinkBetween). Clock `virtual` (the
+// default) sleeps nowhere and makes every reported time exact and repeatable; `wall` paces each
+// rank to its emulated time. Step times and tokens/s are then on the emulated clock (virtual: the
+// step's makespan, max over ranks of its end minus min of its start; wall: rank 0's wall time).
+// Devices of non-emulated types run on a CpuBackend, timed by the steady clock (clock `host`).
+//
 // Per step, rank 0 gathers every rank's times and writes one JSONL line (docs/formats/
-// parallel-metrics.md): loss, lr, grad norm, tokens/s, MFU, a `skipped` flag, and per-rank and
-// per-stage forward, backward, pipeline-transfer, TP, DP-sync and optimizer times. A step whose
+// parallel-metrics.md): loss, lr, grad norm, tokens/s, MFU, a `skipped` flag, the clock, and
+// per-rank and per-stage forward, backward, pipeline-transfer, TP, DP-sync and optimizer times. A
+// step whose
 // loss or gradient norm is not finite is skipped on every rank and reported (not an error). With
 // a trace path, the actions of chosen steps of every rank go to a Chrome trace (Perfetto JSON,
 // docs/formats/trace.md).
 //
-// Errors (Result): a plan rejected by CheckPlanForRun (before any rank starts), unreadable data,
-// unwritable metrics or trace files, and any rank's failure (the world is aborted so that no rank
-// waits forever; the first failure is returned). Thread safety: one call at a time per process
-// (it sets OpenBLAS's process-wide thread count).
+// Errors (Result): a plan rejected by CheckPlanForRun (before any rank starts), a plan mixing
+// emulated and non-emulated device types, an emulated device's memory capacity exceeded (names
+// the device and the bytes), unreadable data, unwritable metrics or trace files, and any rank's
+// failure (the world is aborted so that no rank waits forever; the first failure is returned).
+// Thread safety: one call at a time per process (it sets OpenBLAS's process-wide thread count).
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/link_model.h"
 #include "core/status.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
 
 namespace motley::train {
+
+// The clock of an emulated run. kAuto: kVirtual on an emulated cluster (and the steady clock on a
+// non-emulated one, where kVirtual and kWall are errors).
+enum class ClockChoice : uint8_t { kAuto, kVirtual, kWall };
+// Parses "auto" | "virtual" | "wall".
+Result<ClockChoice> ParseClockChoice(const std::string& text);
 
 struct ParallelTrainerOptions {
   std::FILE* out = stdout;    // progress lines and summary; nullptr: silent
@@ -38,6 +61,7 @@ struct ParallelTrainerOptions {
   std::string trace_path;     // Chrome trace JSON; empty: none
   std::vector<int64_t> trace_steps;  // steps to trace (1-based); empty with trace_path: step 1
   comm::CommOptions comm;
+  ClockChoice clock = ClockChoice::kAuto;
   // Fault injection for tests: rank `poison_rank` writes NaN into a gradient on this step.
   int64_t poison_gradient_step = 0;
   int poison_rank = 0;
@@ -50,8 +74,12 @@ struct ParallelTrainSummary {
   std::vector<double> grad_norms;      // per step
   std::vector<int64_t> skipped_steps;  // steps whose update was skipped (non-finite)
   int64_t tokens = 0;
-  double train_time_s = 0.0;           // sum of step wall times
-  double tokens_per_s = 0.0;
+  // "virtual" or "wall" (emulated devices), "host" (non-emulated: the steady clock).
+  std::string clock;
+  std::vector<double> step_times_s;    // per step, on `clock` (see the top of this file)
+  double train_time_s = 0.0;           // sum of step_times_s
+  double wall_time_s = 0.0;            // sum of rank 0's wall step times
+  double tokens_per_s = 0.0;           // tokens / train_time_s (on `clock`)
   double gflops = 0.0;                 // achieved GFLOP/s (flops.h accounting)
   double mfu = 0.0;                    // gflops / sum of the plan's devices' fp32 peak
 };
@@ -61,10 +89,28 @@ struct ParallelTrainSummary {
 // (optimizer_sharding 'zero1'). Errors are prefixed with the plan's source.
 Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan);
 
+// All ranks as threads of this process over a LocalWorld.
 Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec::Plan& plan,
                                            const ParallelTrainerOptions& options = {});
 
+// Connects this process's world communicator, charging transfers to `emulation` (disabled on a
+// non-emulated cluster). Called once, before any training; e.g. comm::MpiWorld::Connect.
+using ConnectWorld =
+    std::function<Result<std::unique_ptr<comm::Communicator>>(const comm::Emulation& emulation)>;
+
+// One rank per process: runs the rank the connected communicator names (its size must equal the
+// plan's rank count). Rank 0 prints and writes the metrics and trace (its own rank's actions);
+// the summary's losses are filled on every rank. On a rank's failure it aborts the world.
+Result<ParallelTrainSummary> TrainParallelProcess(const spec::RunFile& run, const spec::Plan& plan,
+                                                  const ParallelTrainerOptions& options,
+                                                  const ConnectWorld& connect);
+
 // Summary block printed at the end (several lines, newline-terminated).
 std::string FormatParallelSummary(const ParallelTrainSummary& summary);
+
+// A side-by-side table of runs of the same job under several plans (labels[i] names summaries[i])
+// with step time and tokens/s on each run's clock, and each run's speed-up over the last one.
+std::string FormatPlanComparison(const std::vector<std::string>& labels,
+                                 const std::vector<ParallelTrainSummary>& summaries);
 
 }  // namespace motley::train

@@ -67,14 +67,41 @@ islands:
   - {name: all, nodes: [n0, n1], link: eth}
 )";
 
-inline spec::RunFile TinyRun(int64_t steps) {
+// An emulated cluster (DESIGN.md §6) of 2 fast devices and 4 devices 4x slower, in two nodes.
+// `memory` is the capacity of the slow devices.
+inline std::string EmulatedClusterYaml(const std::string& slow_memory = "1 GiB") {
+  return R"(
+name: emulated-two-speed
+device_types:
+  - {name: fast, vendor: cpu, peak_flops: 40 GFLOPS, memory: 1 GiB, memory_bandwidth: 20 GB/s,
+     emulated: {flops: 40 GFLOPS, memory_bandwidth: 20 GB/s}}
+  - {name: slow, vendor: cpu, peak_flops: 10 GFLOPS, memory: )" +
+         slow_memory + R"(, memory_bandwidth: 5 GB/s,
+     emulated: {flops: 10 GFLOPS, memory_bandwidth: 5 GB/s}}
+link_classes:
+  - {name: shm, latency: 2 us, bandwidth: 10 GB/s}
+  - {name: eth, latency: 30 us, bandwidth: 1 GB/s}
+nodes:
+  - {name: fast-node, device_type: fast, device_count: 2, intra_link: shm, nics: [eth]}
+  - {name: slow-node, device_type: slow, device_count: 4, intra_link: shm, nics: [eth]}
+islands:
+  - {name: all, nodes: [fast-node, slow-node], link: eth}
+)";
+}
+
+inline spec::RunFile TinyRunOn(const std::string& cluster_yaml, int64_t steps) {
   spec::RunFile run;
-  auto cluster = spec::ParseClusterSpec(kClusterYaml, "test-cluster");
+  auto cluster = spec::ParseClusterSpec(cluster_yaml, "test-cluster");
   EXPECT_TRUE(cluster.ok()) << cluster.status().message();
   if (cluster.ok()) run.cluster = *cluster;
   run.model = TinyModel();
   run.train = TinyTrain(steps);
   return run;
+}
+
+inline spec::RunFile TinyRun(int64_t steps) { return TinyRunOn(kClusterYaml, steps); }
+inline spec::RunFile TinyEmulatedRun(int64_t steps) {
+  return TinyRunOn(EmulatedClusterYaml(), steps);
 }
 
 inline spec::StagePlan Stage(int64_t first, int64_t num, bool embedding, bool head,

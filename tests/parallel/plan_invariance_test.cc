@@ -31,11 +31,12 @@ train::ParallelTrainerOptions Quiet() {
   return o;
 }
 
-// Trains `plan` and compares every step's loss with the serial run.
-void ExpectSerialTrajectory(const spec::Plan& plan) {
+// Trains `plan` (on `run`, default the tiny run on the CPU cluster) and compares every step's loss
+// with the serial run.
+void ExpectSerialTrajectory(const spec::Plan& plan, const spec::RunFile& run = TinyRun(kSteps)) {
   const std::vector<double>& serial = Oracle();
   ASSERT_EQ(serial.size(), static_cast<size_t>(kSteps));
-  auto summary = train::TrainParallel(TinyRun(kSteps), plan, Quiet());
+  auto summary = train::TrainParallel(run, plan, Quiet());
   ASSERT_TRUE(summary.ok()) << summary.status().message();
   ASSERT_EQ(summary->losses.size(), serial.size());
   double worst = 0.0;
@@ -115,6 +116,18 @@ TEST(PlanInvarianceTest, ReplicasWithDifferentStageCountsNoTp) {
       {Pipeline({Stage(0, 1, true, false, {0}), Stage(1, 3, false, true, {1})}, 4, 2),
        Pipeline({Stage(0, 4, true, true, {4})}, 1, 4)},
       "mixed-stages"));
+}
+
+TEST(PlanInvarianceTest, ReplicaOnEmulatedSlowDevices) {
+  // A fast emulated device holds a whole replica; two emulated devices 4x slower hold a 2-stage
+  // replica; every rank runs the EmulatedBackend on its own virtual clock, the communicator
+  // charges the cluster's links. The numbers are the CPU's, so the trajectory is the serial one.
+  ExpectSerialTrajectory(MakePlan({Pipeline({Stage(0, 4, true, true, {0})}, 2, 3),
+                                   Pipeline({Stage(0, 2, true, false, {2}),
+                                             Stage(2, 2, false, true, {3})},
+                                            3, 2)},
+                                  "emulated-slow-replica"),
+                         TinyEmulatedRun(kSteps));
 }
 
 TEST(ParallelTrainerTest, WritesPerRankAndPerStageMetricsAndATrace) {
