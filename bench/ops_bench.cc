@@ -16,6 +16,7 @@
 #include <benchmark/benchmark.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_runtime_env.h"
 
 namespace motley::backend {
 namespace {
@@ -388,4 +389,12 @@ BENCHMARK(BM_HeadStep)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
 }  // namespace
 }  // namespace motley::backend
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  motley::backend::ConfigureCpuRuntime(argv);  // as the train-step bench: see cpu_runtime_env.h
+  benchmark::AddCustomContext("openblas_core", motley::backend::BlasCoreName());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

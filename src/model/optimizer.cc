@@ -51,8 +51,8 @@ void Optimizer::ScaleGrads(float clip_scale) {
 }
 
 float Optimizer::Step(int64_t step, float clip_scale) {
-  ScaleGrads(clip_scale);
   tensor::AdamWParams a;
+  a.grad_scale = clip_scale;  // applied inside AdamW: no separate pass over the gradients
   a.lr = LearningRate(spec_, step, total_steps_);
   a.beta1 = spec_.beta1;
   a.beta2 = spec_.beta2;

@@ -42,8 +42,10 @@ class Optimizer {
   double GradSquaredNorm() const;
   // Multiplies every gradient by clip_scale (skipped when it is 1).
   void ScaleGrads(float clip_scale);
-  // ScaleGrads(clip_scale), then one AdamW update of every parameter with LearningRate(step);
-  // weight decay only on parameters marked for it (2-D weights). Returns the learning rate used.
+  // One AdamW update of every parameter with LearningRate(step) on the gradients times
+  // clip_scale (as after ScaleGrads(clip_scale), but the factor is applied inside AdamW, so the
+  // gradients themselves are left unscaled); weight decay only on parameters marked for it (2-D
+  // weights). Returns the learning rate used.
   float Step(int64_t step, float clip_scale);
 
   const spec::OptimizerSpec& spec() const { return spec_; }

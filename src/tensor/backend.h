@@ -31,6 +31,9 @@ struct AdamWParams {
   float eps = 1e-8F;
   float weight_decay = 0.0F;
   int64_t step = 1;  // 1-based, for bias correction
+  // The gradient is read as grad * grad_scale (the gradient-clipping factor, model::ClipScale),
+  // so clipping needs no separate pass over the gradients; grad itself is left unchanged.
+  float grad_scale = 1.0F;
 };
 
 class Backend {
@@ -117,7 +120,8 @@ class Backend {
   virtual double Sum(const Tensor& a) = 0;                              // sum a, in double
 
   // --- optimizer ------------------------------------------------------------------------------
-  // AdamW (decoupled weight decay, Loshchilov & Hutter) on param, grad, m, v of equal shape:
+  // AdamW (decoupled weight decay, Loshchilov & Hutter) on param, grad, m, v of equal shape,
+  // with g = grad * p.grad_scale (grad is not modified):
   // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; mh = m/(1-b1^t); vh = v/(1-b2^t);
   // param -= lr * (mh / (sqrt(vh) + eps) + wd * param).
   virtual void AdamW(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,

@@ -1,11 +1,14 @@
-// CpuBackend as a whole: memory and copies, the vectorised exp, and identical results (bitwise) for
-// 1 and 2 threads on every non-BLAS op.
+// CpuBackend as a whole: memory and copies, the vectorised exp, identical results (bitwise) for
+// 1 and 2 threads on every non-BLAS op, and the runtime variables ConfigureCpuRuntime would set.
 #include "backend/cpu/cpu_backend.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
+#include "backend/cpu/cpu_runtime_env.h"
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/test_util.h"
 
@@ -172,6 +175,23 @@ TEST(CpuBackendTest, RanksAsThreadsOfOneProcessEachUseTheirOwnTeam) {
   for (auto& t : ranks) t.join();
   for (const auto& g : got) EXPECT_TRUE(g == want);
   SetBlasThreads(saved_blas);
+}
+
+// The wanted runtime variables: OpenBLAS's worker spin is shortened unless the user chose a value,
+// and a value already in the environment is never overridden.
+TEST(CpuBackendTest, WantedRuntimeEnvRespectsTheUsersValues) {
+  const char* old = std::getenv("OPENBLAS_THREAD_TIMEOUT");
+  const std::string saved = old != nullptr ? old : "";
+  unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  EXPECT_EQ(WantedCpuRuntimeEnv().openblas_thread_timeout, "18");
+  EXPECT_FALSE(WantedCpuRuntimeEnv().empty());
+  setenv("OPENBLAS_THREAD_TIMEOUT", "25", 1);
+  EXPECT_EQ(WantedCpuRuntimeEnv().openblas_thread_timeout, "");
+  if (old != nullptr) {
+    setenv("OPENBLAS_THREAD_TIMEOUT", saved.c_str(), 1);
+  } else {
+    unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  }
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ std::string BlasCoreName() {
 CpuRuntimeEnv WantedCpuRuntimeEnv() {
   CpuRuntimeEnv env;
   if (std::getenv("OMP_WAIT_POLICY") == nullptr) env.omp_wait_policy = "PASSIVE";
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) env.openblas_thread_timeout = "18";
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr && IsFallbackCore(BlasCoreName())) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -48,6 +49,9 @@ void ConfigureCpuRuntime(char** argv) {
   if (!env.omp_wait_policy.empty()) setenv("OMP_WAIT_POLICY", env.omp_wait_policy.c_str(), 0);
   if (!env.openblas_coretype.empty()) {
     setenv("OPENBLAS_CORETYPE", env.openblas_coretype.c_str(), 0);
+  }
+  if (!env.openblas_thread_timeout.empty()) {
+    setenv("OPENBLAS_THREAD_TIMEOUT", env.openblas_thread_timeout.c_str(), 0);
   }
   setenv(kReexecMarker, "1", 1);
   execv("/proc/self/exe", argv);

@@ -9,6 +9,8 @@ using tensor::Tensor;
 
 namespace {
 constexpr int64_t kBlock = 8192;
+constexpr int64_t kPrefetchAhead = 1024;  // floats (4 KiB) ahead of the reduction's read
+// (measured on the gpt2-124m grad norm, 163M floats, 2 threads: 29-31 ms with, 42-50 without)
 }  // namespace
 
 // out = a + b (equal sizes)
@@ -51,6 +53,8 @@ double BlockSum(const float* x, int64_t b, int64_t e) {
   double acc[8] = {};
   int64_t i = b;
   for (; i + 8 <= e; i += 8) {
+    // A single read stream per thread: the hardware prefetcher stops at 4 KiB page boundaries.
+    if ((i & 15) == 0) __builtin_prefetch(x + i + kPrefetchAhead);
 #pragma omp simd
     for (int64_t j = 0; j < 8; ++j) {
       const auto xi = static_cast<double>(x[i + j]);

@@ -307,9 +307,11 @@ void AdamW(Vec& param, const Vec& grad, Vec& m, Vec& v, const tensor::AdamWParam
   const auto lr = static_cast<double>(p.lr), eps = static_cast<double>(p.eps);
   const auto wd = static_cast<double>(p.weight_decay);
   const auto t = static_cast<double>(p.step);
+  const auto gs = static_cast<double>(p.grad_scale);
   for (size_t i = 0; i < param.size(); ++i) {
-    m[i] = b1 * m[i] + (1.0 - b1) * grad[i];
-    v[i] = b2 * v[i] + (1.0 - b2) * grad[i] * grad[i];
+    const double g = grad[i] * gs;
+    m[i] = b1 * m[i] + (1.0 - b1) * g;
+    v[i] = b2 * v[i] + (1.0 - b2) * g * g;
     const double mh = m[i] / (1.0 - std::pow(b1, t));
     const double vh = v[i] / (1.0 - std::pow(b2, t));
     param[i] -= lr * (mh / (std::sqrt(vh) + eps) + wd * param[i]);
