@@ -9,7 +9,10 @@
 namespace motley::cli {
 
 // motley train [RUN.yaml] [--steps N] [--metrics FILE] [--threads N] [--micro-batches M]
+//             [--plan PLAN.json] [--checkpoint-dir DIR] [--resume] ...
 void AddTrainCommand(CLI::App& app, int& exit_code);
+// motley generate RUN.yaml --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T]
+void AddGenerateCommand(CLI::App& app, int& exit_code);
 // motley validate RUN.yaml [--plan PLAN.json]
 void AddValidateCommand(CLI::App& app, int& exit_code);
 // motley schedule --stages P --micro-batches M [--kind 1f1b|gpipe]

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
     app.fallthrough(false);
     int exit_code = 0;
     motley::cli::AddTrainCommand(app, exit_code);
+    motley::cli::AddGenerateCommand(app, exit_code);
     motley::cli::AddValidateCommand(app, exit_code);
     motley::cli::AddScheduleCommand(app, exit_code);
     motley::cli::RegisterPlanCommands(app, exit_code);

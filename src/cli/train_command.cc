@@ -5,6 +5,8 @@
 // rank per process over the mpi communicator, world rank r driving the plan's r-th device.
 // On an emulated cluster `--clock virtual|wall` picks the clock, and `--compare PLAN2.json`
 // trains the same job under a second plan and prints both throughputs side by side.
+// Checkpoints go to train.checkpoint.dir (or --checkpoint-dir); `--resume` continues from the
+// latest complete one there, whatever plan wrote it (src/train/trainer_checkpoint.h).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -37,7 +39,18 @@ struct TrainArgs {
   std::vector<int64_t> trace_steps;
   std::string clock = "auto";
   std::string compare_path;
+  std::string checkpoint_dir;
+  bool resume = false;
 };
+
+// The --resume source: train.checkpoint.dir (after --checkpoint-dir), or an error.
+Result<std::string> ResumeSource(const TrainArgs& args, const spec::TrainSpec& train) {
+  if (!args.resume) return std::string();
+  if (train.checkpoint.dir.empty()) {
+    return Err("--resume: the run has no train.checkpoint.dir; set it or pass --checkpoint-dir");
+  }
+  return train.checkpoint.dir;
+}
 
 // The rank this process was given by a launcher, or -1 when it was not started by one.
 int LauncherRank() {
@@ -111,6 +124,12 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
     return 1;
   }
   train::ParallelTrainerOptions options;
+  Result<std::string> resume = ResumeSource(args, run.train);
+  if (!resume.ok()) {
+    fmt::print(stderr, "motley train: {}\n", resume.status().message());
+    return 1;
+  }
+  options.resume = *resume;
   options.trace_path = args.trace_path;
   options.trace_steps = args.trace_steps;
   options.clock = *clock;
@@ -121,12 +140,16 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
       fmt::print("motley train: {} with plan {}\n", source, paths[i]);
       std::fflush(stdout);
     }
-    if (i > 0) {  // the comparison run writes no trace, and no metrics over the first run's
+    spec::RunFile this_run = run;
+    if (i > 0) {  // the comparison run writes no trace, no checkpoints, and no metrics over the
+                  // first run's
       options.trace_path.clear();
       options.metrics_path = run.train.metrics_path.empty() ? "" : run.train.metrics_path + ".compare";
+      this_run.train.checkpoint.dir.clear();
     }
-    auto summary = launcher_rank >= 0 ? TrainUnderLauncher(run, plans[i], options, launcher_rank)
-                                      : train::TrainParallel(run, plans[i], options);
+    auto summary = launcher_rank >= 0
+                       ? TrainUnderLauncher(this_run, plans[i], options, launcher_rank)
+                       : train::TrainParallel(this_run, plans[i], options);
     if (!summary.ok()) {
       fmt::print(stderr, "motley train: {}: {}\n", source, summary.status().message());
       return 1;
@@ -154,6 +177,7 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   if (cmd.count("--steps") > 0) train.steps = args.steps;
   if (cmd.count("--metrics") > 0) train.metrics_path = args.metrics_path;
   if (cmd.count("--threads") > 0) train.threads = args.threads;
+  if (cmd.count("--checkpoint-dir") > 0) train.checkpoint.dir = args.checkpoint_dir;
   const std::string source = args.run_path.empty() ? "default run" : args.run_path;
   if (!args.plan_path.empty()) return RunParallelTrain(args, cmd, *run, source);
   fmt::print("motley train: {}\n", source);
@@ -166,12 +190,20 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   std::fflush(stdout);
   train::TrainerOptions options;
   options.micro_batches = args.micro_batches;
+  Result<std::string> resume = ResumeSource(args, train);
+  if (!resume.ok()) {
+    fmt::print(stderr, "motley train: {}\n", resume.status().message());
+    return 1;
+  }
+  options.resume = *resume;
   auto summary = train::Train(run->model, train, options);
   if (!summary.ok()) {
     fmt::print(stderr, "motley train: {}: {}\n", source, summary.status().message());
     return 1;
   }
   if (!train.metrics_path.empty()) fmt::print("metrics: {}\n", train.metrics_path);
+  if (!summary->last_checkpoint.empty()) fmt::print("checkpoint: {}\n", summary->last_checkpoint);
+  if (summary->stopped) fmt::print("stopped on SIGTERM after saving\n");
   return 0;
 }
 
@@ -214,6 +246,14 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
                   "With --plan: then train the same job under this plan too (e.g. the uniform "
                   "split) and print both throughputs side by side")
       ->type_name("PLAN2.json");
+  cmd->add_option("--checkpoint-dir", args->checkpoint_dir,
+                  "Override train.checkpoint.dir: save checkpoints there (every "
+                  "train.checkpoint.every_steps steps, at the end and on SIGTERM; the last "
+                  "train.checkpoint.keep_last kept)")
+      ->type_name("DIR");
+  cmd->add_flag("--resume", args->resume,
+                "Continue from the latest complete checkpoint in train.checkpoint.dir, written "
+                "under any plan or serially, at its step + 1");
   cmd->callback([args, cmd, &exit_code] { exit_code = RunTrain(*args, *cmd); });
 }
 

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/core.h>
@@ -21,6 +23,7 @@
 #include "train/batch_sampler.h"
 #include "train/dataset.h"
 #include "train/flops.h"
+#include "train/trainer_checkpoint.h"
 
 namespace motley::train {
 namespace {
@@ -31,18 +34,20 @@ using parallel::StageTimes;
 using parallel::TraceEvent;
 using parallel::WorldLayout;
 
-// Per-rank values gathered every step: the StageTimes fields, the skipped flag, then the rank
-// clock at the step's start and end.
-constexpr int64_t kGatherFields = 10;
+// Per-rank values gathered every step: the StageTimes fields, the skipped flag, the rank clock
+// at the step's start and end, and whether the rank saw a stop request (SIGTERM).
+constexpr int64_t kGatherFields = 11;
 constexpr int kSkippedField = 7;
 constexpr int kStartField = 8;
 constexpr int kEndField = 9;
+constexpr int kStopField = 10;
 
-void PackTimes(const StageTimes& t, bool skipped, double start_s, double end_s, double* out) {
+void PackTimes(const StageTimes& t, bool skipped, double start_s, double end_s, bool stop,
+               double* out) {
   const double values[kGatherFields] = {t.forward_s,  t.backward_s, t.p2p_s,
                                         t.tp_comm_s,  t.dp_sync_s,  t.optimizer_s,
                                         t.step_s,     skipped ? 1.0 : 0.0, start_s,
-                                        end_s};
+                                        end_s,        stop ? 1.0 : 0.0};
   std::copy(values, values + kGatherFields, out);
 }
 
@@ -67,6 +72,17 @@ struct RunContext {
   int summary_rank = 0;                         // the rank that fills `summary`
   ParallelTrainSummary summary;
   Clock::time_point origin;
+
+  // Checkpoints. first_step: 1, or the resumed checkpoint's step + 1 (resume_dir).
+  int64_t first_step = 1;
+  std::string resume_dir;
+  bool save_checkpoints = false;  // threads launch with train.checkpoint.dir set
+  bool stop_enabled = false;      // a StopSignalGuard is installed
+  std::vector<parallel::ParallelRank*> ranks;  // by rank, set before the set-up barrier (threads)
+  std::unique_ptr<backend::CpuBackend> reader;  // reads other TP ranks' shards (host memcpy)
+  std::string ckpt_tmp;                         // the folder being written (rank 0 sets)
+  std::vector<StageFiles> ckpt_stages;          // guarded by mu
+  Status ckpt_status;                           // guarded by mu
 
   std::mutex mu;
   Status first_error;
@@ -167,6 +183,12 @@ Status MemoryStatus(const tensor::Backend& backend, int device) {
   return emulated->memory_status().WithContext(fmt::format("device {}", device));
 }
 
+Status ReportStep(RunContext& ctx, int r, int64_t step, Clock::time_point start,
+                  const parallel::RankStepResult& result, const tensor::Tensor& all);
+Status SaveParallelCheckpoint(RunContext& ctx, int r, comm::Communicator& world,
+                              parallel::ParallelRank& rank, tensor::Backend& backend,
+                              int64_t step);
+
 // Trains rank r of the plan over `world`; `clock` is the rank's emulated clock (nullptr when the
 // cluster is not emulated), already charged by `world`.
 Status RunRank(RunContext& ctx, int r, comm::Communicator& world, VirtualClock* clock) {
@@ -197,8 +219,11 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& world, VirtualClock* 
       tensor::HostTensor(tensor::Shape{kGatherFields * layout.size()}, tensor::DType::kF64);
   const std::vector<int64_t> counts(static_cast<size_t>(layout.size()), kGatherFields);
   std::vector<TraceEvent>& trace = ctx.traces[static_cast<size_t>(r)];
-  const int64_t log_every =
-      options.log_every > 0 ? options.log_every : std::max<int64_t>(1, train.steps / 20);
+  if (!ctx.resume_dir.empty()) {
+    MOTLEY_RETURN_IF_ERROR(
+        LoadIntoStage(ctx.resume_dir, *backend, rank->stage().params(), true).status());
+  }
+  if (!ctx.ranks.empty()) ctx.ranks[static_cast<size_t>(r)] = rank.get();
 
   // Every rank finished its set-up; on the wall clock, pace from here (the set-up's real time is
   // not emulated time): re-base the origin so that the clock's now() is "now".
@@ -211,7 +236,7 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& world, VirtualClock* 
     clock->Advance(t);
   }
 
-  for (int64_t step = 1; step <= train.steps; ++step) {
+  for (int64_t step = ctx.first_step; step <= train.steps; ++step) {
     const Clock::time_point start = Clock::now();
     const Seconds start_s = rank_clock.Now();
     if (emulated != nullptr) emulated->BeginStep(step);
@@ -225,10 +250,40 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& world, VirtualClock* 
                             rank->Step(step, inputs, targets, traced ? &trace : nullptr));
     MOTLEY_RETURN_IF_ERROR(
         MemoryStatus(*backend, me.device).WithContext(fmt::format("step {}", step)));
-    PackTimes(result.times, result.skipped, start_s, rank_clock.Now(), mine.data<double>());
+    if (r == 0 && ctx.stop_enabled && step == options.sigterm_at_step) std::raise(SIGTERM);
+    PackTimes(result.times, result.skipped, start_s, rank_clock.Now(),
+              ctx.stop_enabled && StopRequested(), mine.data<double>());
     MOTLEY_RETURN_IF_ERROR(world.AllGather(all, mine, counts).WithContext("step metrics"));
-    if (r != ctx.summary_rank) continue;
+    bool stopping = false;  // any rank saw the stop request: all stop at this step
+    for (int q = 0; q < layout.size(); ++q) {
+      const size_t field = static_cast<size_t>(q) * kGatherFields + kStopField;
+      stopping = stopping || all.data<double>()[field] != 0.0;
+    }
+    if (r == ctx.summary_rank) {
+      MOTLEY_RETURN_IF_ERROR(ReportStep(ctx, r, step, start, result, all));
+    }
+    if (ctx.save_checkpoints && CheckpointDue(train.checkpoint, step, train.steps, stopping)) {
+      MOTLEY_RETURN_IF_ERROR(SaveParallelCheckpoint(ctx, r, world, *rank, *backend, step));
+    }
+    if (stopping) {
+      if (r == ctx.summary_rank) ctx.summary.stopped = true;
+      break;
+    }
+  }
+  return Status::Ok();
+}
 
+// Rank `r` (the summary rank) records step `step` in the summary; rank 0 also writes the metrics
+// line and the progress line. `all` holds every rank's gathered fields.
+Status ReportStep(RunContext& ctx, int r, int64_t step, Clock::time_point start,
+                  const parallel::RankStepResult& result, const tensor::Tensor& all) {
+  const spec::TrainSpec& train = ctx.run->train;
+  const ParallelTrainerOptions& options = *ctx.options;
+  const WorldLayout& layout = *ctx.layout;
+  const int64_t T = train.seq_len;
+  const int64_t log_every =
+      options.log_every > 0 ? options.log_every : std::max<int64_t>(1, train.steps / 20);
+  {
     const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
     const double* v = all.data<double>();
     double first_start = v[kStartField];
@@ -249,7 +304,7 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& world, VirtualClock* 
     s.step_times_s.push_back(step_time_s);
     s.train_time_s += step_time_s;
     s.wall_time_s += wall_s;
-    if (r != 0) continue;
+    if (r != 0) return Status::Ok();
     if (ctx.metrics != nullptr) {
       const std::vector<double> values(v, v + all.numel());
       const std::string line =
@@ -273,6 +328,83 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& world, VirtualClock* 
     }
   }
   return Status::Ok();
+}
+
+// Saves the checkpoint of step `step` (threads launch; collective over `world`): rank 0 begins
+// it, the TP rank 0 of each stage of pipeline 0 writes that stage's files (whole tensors gathered
+// from its TP group's parameter sets, which their ranks leave untouched while they wait in the
+// barrier), rank 0 commits. Every rank returns the same outcome.
+Status SaveParallelCheckpoint(RunContext& ctx, int r, comm::Communicator& world,
+                              parallel::ParallelRank& rank, tensor::Backend& backend,
+                              int64_t step) {
+  const spec::TrainSpec& train = ctx.run->train;
+  const WorldLayout& layout = *ctx.layout;
+  const RankInfo& me = rank.info();
+  auto fail = [&ctx](const Status& s) {
+    std::lock_guard<std::mutex> lock(ctx.mu);
+    if (ctx.ckpt_status.ok()) ctx.ckpt_status = s;
+  };
+  if (r == 0) {
+    ctx.ckpt_stages.clear();
+    Result<std::string> tmp = BeginCheckpoint(train.checkpoint.dir, step);
+    if (tmp.ok()) {
+      ctx.ckpt_tmp = *tmp;
+    } else {
+      fail(tmp.status());
+    }
+  }
+  MOTLEY_RETURN_IF_ERROR(world.Barrier().WithContext("checkpoint begin"));
+  const int num_stages = static_cast<int>(layout.plan().pipelines.front().stages.size());
+  if (me.pipeline == 0 && me.tp_rank == 0) {
+    bool go = false;
+    {
+      std::lock_guard<std::mutex> lock(ctx.mu);
+      go = ctx.ckpt_status.ok();
+    }
+    if (go) {
+      std::vector<ShardSource> others;
+      for (int q : layout.stage_ranks(0, me.stage)) {
+        if (q == r) continue;
+        others.push_back(ShardSource{ctx.reader.get(),
+                                     &ctx.ranks[static_cast<size_t>(q)]->stage().params()});
+      }
+      Result<StageFiles> files =
+          WriteStageFiles(ctx.ckpt_tmp, me.stage, num_stages,
+                          StageToSave(&backend, &rank.stage().params(), std::move(others)),
+                          /*save_optimizer=*/true);
+      if (files.ok()) {
+        std::lock_guard<std::mutex> lock(ctx.mu);
+        ctx.ckpt_stages.push_back(std::move(*files));
+      } else {
+        fail(files.status().WithContext(fmt::format("stage {}", me.stage)));
+      }
+    }
+  }
+  MOTLEY_RETURN_IF_ERROR(world.Barrier().WithContext("checkpoint stage files"));
+  if (r == 0 && ctx.ckpt_status.ok()) {
+    std::sort(ctx.ckpt_stages.begin(), ctx.ckpt_stages.end(),
+              [](const StageFiles& a, const StageFiles& b) { return a.stage < b.stage; });
+    SaveOptions save;
+    save.keep_last = std::max<int64_t>(1, train.checkpoint.keep_last);
+    const CheckpointMetadata md = MakeCheckpointMetadata(
+        ctx.run->model, train, step, layout.global_batch(),
+        nlohmann::json::parse(spec::PlanToJson(layout.plan()), nullptr,
+                              /*allow_exceptions=*/false));
+    Result<std::string> dir =
+        CommitCheckpoint(train.checkpoint.dir, ctx.ckpt_tmp, md, ctx.ckpt_stages, save);
+    if (dir.ok()) {
+      ctx.summary.last_checkpoint = *dir;
+      if (ctx.options->out != nullptr) {
+        fmt::print(ctx.options->out, "step {}: checkpoint {}\n", step, *dir);
+        std::fflush(ctx.options->out);
+      }
+    } else {
+      fail(dir.status());
+    }
+  }
+  MOTLEY_RETURN_IF_ERROR(world.Barrier().WithContext("checkpoint commit"));
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  return ctx.ckpt_status.WithContext(fmt::format("checkpoint of step {}", step));
 }
 
 Status WriteTrace(const RunContext& ctx, const std::string& path) {
@@ -370,6 +502,11 @@ Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
     ctx.peak_flops += run.cluster.device_type_of(info.device).PeakFlops(spec::Precision::kFp32);
   }
   MOTLEY_RETURN_IF_ERROR(SetUpEmulation(run, options, ctx));
+  if (!options.resume.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(ResumePoint point, ResolveResume(options.resume, train));
+    ctx.resume_dir = point.dir;
+    ctx.first_step = point.metadata.step + 1;
+  }
   ctx.traces.resize(static_cast<size_t>(p.layout->size()));
   const std::string metrics_path =
       !options.metrics_path.empty() ? options.metrics_path : train.metrics_path;
@@ -406,7 +543,8 @@ void PrintHeader(const RunContext& ctx, const spec::Plan& plan, const char* laun
 Result<ParallelTrainSummary> Finish(RunContext& ctx) {
   ParallelTrainSummary summary = std::move(ctx.summary);
   const ParallelTrainerOptions& options = *ctx.options;
-  summary.steps = ctx.run->train.steps;
+  summary.first_step = ctx.first_step;
+  summary.steps = static_cast<int64_t>(summary.losses.size());
   summary.ranks = ctx.layout->size();
   summary.clock = ClockName(ctx);
   if (summary.train_time_s > 0) {
@@ -449,6 +587,18 @@ Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec:
   RunContext& ctx = *p.ctx;
   std::shared_ptr<comm::LocalWorld> world = comm::LocalWorld::Create(p.layout->size());
   PrintHeader(ctx, plan, "as threads");
+  if (!ctx.resume_dir.empty() && options.out != nullptr) {
+    fmt::print(options.out, "resumed from {}; continuing at step {}\n", ctx.resume_dir,
+               ctx.first_step);
+  }
+  std::optional<StopSignalGuard> stop_guard;
+  if (!run.train.checkpoint.dir.empty()) {
+    ctx.save_checkpoints = true;
+    ctx.stop_enabled = true;
+    ctx.ranks.assign(static_cast<size_t>(p.layout->size()), nullptr);
+    ctx.reader = std::make_unique<backend::CpuBackend>(1);
+    stop_guard.emplace();
+  }
 
   backend::SetBlasThreads(1);  // ranks are threads: each rank's BLAS runs in its own thread
   ctx.origin = Clock::now();
@@ -478,6 +628,10 @@ Result<ParallelTrainSummary> TrainParallelProcess(const spec::RunFile& run, cons
                                                   const ConnectWorld& connect) {
   // Every process checks the plan and reads the data; only rank 0 writes the metrics file, so it
   // is opened once the rank is known.
+  if (!run.train.checkpoint.dir.empty()) {
+    return Err("train.checkpoint.dir: saving checkpoints under a launcher (one rank per process) "
+               "is not implemented yet; run the plan as threads, or unset it (resume works)");
+  }
   MOTLEY_ASSIGN_OR_RETURN(Prepared p, Prepare(run, plan, options, /*open_metrics=*/false));
   RunContext& ctx = *p.ctx;
   ctx.origin = Clock::now();

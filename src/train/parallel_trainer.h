@@ -25,6 +25,14 @@
 // a trace path, the actions of chosen steps of every rank go to a Chrome trace (Perfetto JSON,
 // docs/formats/trace.md).
 //
+// Checkpoints (trainer_checkpoint.h; threads launch): with train.checkpoint.dir set, after every
+// `every_steps` steps, after the last step and at the step boundary after a SIGTERM (every rank
+// stops at the same step: the stop flag travels with the step's metrics gather), pipeline 0's
+// stages each write their files (the TP rank 0 of a stage assembles the whole tensors from its
+// group's shards) and rank 0 commits; the last `keep_last` are kept. Options::resume loads a
+// checkpoint written under any plan (or serially) into every rank and continues at its step + 1.
+// Under a launcher (TrainParallelProcess) resume works, saving is not implemented (an error).
+//
 // Errors (Result): a plan rejected by CheckPlanForRun (before any rank starts), a plan mixing
 // emulated and non-emulated device types, an emulated device's memory capacity exceeded (names
 // the device and the bytes), unreadable data, unwritable metrics or trace files, and any rank's
@@ -65,12 +73,20 @@ struct ParallelTrainerOptions {
   // Fault injection for tests: rank `poison_rank` writes NaN into a gradient on this step.
   int64_t poison_gradient_step = 0;
   int poison_rank = 0;
+  // A checkpoint folder or ROOT (its latest complete checkpoint) to continue from; empty: start
+  // from the seeded initialisation.
+  std::string resume;
+  // Test hook: rank 0 raises SIGTERM in this process at the end of this step (0: never).
+  int64_t sigterm_at_step = 0;
 };
 
 struct ParallelTrainSummary {
-  int64_t steps = 0;
+  int64_t steps = 0;                   // steps trained by this call
+  int64_t first_step = 1;              // the first of them (checkpoint step + 1 on resume)
   int ranks = 0;
-  std::vector<double> losses;          // per step, index step - 1
+  std::vector<double> losses;          // per step, index step - first_step
+  std::string last_checkpoint;         // folder of the last checkpoint saved; empty: none
+  bool stopped = false;                // ended early on SIGTERM (after saving)
   std::vector<double> grad_norms;      // per step
   std::vector<int64_t> skipped_steps;  // steps whose update was skipped (non-finite)
   int64_t tokens = 0;

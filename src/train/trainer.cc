@@ -1,7 +1,9 @@
 // See trainer.h.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <memory>
 #include <span>
@@ -17,6 +19,7 @@
 #include "train/flops.h"
 #include "train/metrics.h"
 #include "train/progress.h"
+#include "train/trainer_checkpoint.h"
 
 namespace motley::train {
 namespace {
@@ -111,6 +114,22 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
                           model::Stage::Create(backend, model, model::StageLayout::Full(model),
                                                mb_size, seq_len, train.seed));
   model::Optimizer optimizer(backend, stage->params(), train.optimizer, train.steps);
+  int64_t first_step = 1;
+  if (!options.resume.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(ResumePoint point, ResolveResume(options.resume, train));
+    MOTLEY_ASSIGN_OR_RETURN(CheckpointMetadata md,
+                            LoadIntoStage(point.dir, backend, stage->params(), true));
+    first_step = md.step + 1;
+    Print(options.out, fmt::format("resumed from {} (step {}{}); continuing at step {}\n",
+                                   point.dir, md.step,
+                                   md.config_hash == TrainConfigHash(model, train)
+                                       ? ""
+                                       : ", written under a different model/train config",
+                                   first_step));
+  }
+  summary.first_step = first_step;
+  std::optional<StopSignalGuard> stop_guard;
+  if (!train.checkpoint.dir.empty()) stop_guard.emplace();
 
   std::optional<MetricsWriter> metrics;
   if (!train.metrics_path.empty()) {
@@ -150,7 +169,7 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
   const auto num_train = static_cast<int64_t>(data.train.size());
   const Clock::time_point run_start = Clock::now();
 
-  for (int64_t step = 1; step <= train.steps; ++step) {
+  for (int64_t step = first_step; step <= train.steps; ++step) {
     const Clock::time_point step_start = Clock::now();
     optimizer.ZeroGrads();
     // Sampling uses the 0-based step index; metrics and the LR schedule count from 1.
@@ -189,8 +208,10 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
     sm.gflops = summary.flops_per_token * sm.tokens_per_s / 1e9;
     summary.train_time_s += sm.step_time_s;
     summary.tokens += tokens_per_step;
-    if (step == 1) summary.first_train_loss = loss;
+    if (step == first_step) summary.first_train_loss = loss;
     summary.final_train_loss = loss;
+    summary.losses.push_back(loss);
+    summary.steps = step - first_step + 1;
 
     const bool validate = train.val_every > 0 && train.val_batches > 0 &&
                           (step % train.val_every == 0 || step == train.steps);
@@ -205,9 +226,27 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
       progress->Update(sm, SecondsSince(run_start));
       if (sm.val_loss) progress->Note(fmt::format("step {}: val_loss {:.4f}", step, *sm.val_loss));
     }
+    if (stop_guard && step == options.sigterm_at_step) std::raise(SIGTERM);
+    const bool stopping = stop_guard.has_value() && StopRequested();
+    if (CheckpointDue(train.checkpoint, step, train.steps, stopping)) {
+      SaveOptions save;
+      save.keep_last = std::max<int64_t>(1, train.checkpoint.keep_last);
+      MOTLEY_ASSIGN_OR_RETURN(
+          summary.last_checkpoint,
+          SaveCheckpoint(train.checkpoint.dir,
+                         MakeCheckpointMetadata(model, train, step, global_batch, nullptr),
+                         {StageToSave(&backend, &stage->params())}, save));
+      if (progress) {
+        progress->Note(fmt::format("step {}: checkpoint {}", step, summary.last_checkpoint));
+      }
+    }
+    if (stopping) {
+      summary.stopped = true;
+      if (progress) progress->Note(fmt::format("step {}: SIGTERM: stopped after saving", step));
+      break;
+    }
   }
   if (progress) progress->Finish();
-  summary.steps = train.steps;
   summary.tokens_per_s = static_cast<double>(summary.tokens) / summary.train_time_s;
   summary.gflops = summary.flops_per_token * summary.tokens_per_s / 1e9;
   Print(options.out, FormatSummary(summary));

@@ -7,6 +7,11 @@
 // JSONL file train.metrics_path (docs/formats/metrics.md); progress and a final summary go to
 // `out`. This loop is the oracle that every parallel plan's trajectory is compared with.
 //
+// Checkpoints (trainer_checkpoint.h, when train.checkpoint.dir is set): saved after every
+// `every_steps` steps, after the last step, and at the step boundary after a SIGTERM (the loop then
+// returns normally with `stopped` set); the last `keep_last` are kept. TrainerOptions::resume loads
+// a checkpoint written under any plan (parameters and AdamW moments) and continues at its step + 1.
+//
 // Errors (Result): unreadable or invalid data (naming the file or field), a global batch that the
 // micro-batch count does not divide, an unwritable metrics file, and a non-finite loss or gradient
 // norm (naming the step). Thread safety: one call per thread; it sets OpenBLAS's process-wide
@@ -31,10 +36,19 @@ struct TrainerOptions {
   std::FILE* out = stdout;          // progress, validation lines and summary; nullptr: silent
   std::optional<bool> interactive;  // progress bar with '\r'; unset: whether `out` is a terminal
   int64_t log_every = 0;            // plain progress line every N steps; 0: steps / 20, at least 1
+  // A checkpoint folder or ROOT (its latest complete checkpoint) to continue from; empty: start
+  // from the seeded initialisation.
+  std::string resume;
+  // Test hook: raise SIGTERM in this process at the end of this step (0: never).
+  int64_t sigterm_at_step = 0;
 };
 
 struct TrainSummary {
-  int64_t steps = 0;
+  int64_t steps = 0;                     // steps trained by this call
+  int64_t first_step = 1;                // the first of them (checkpoint step + 1 on resume)
+  std::vector<double> losses;            // mean train loss per step, index step - first_step
+  std::string last_checkpoint;           // folder of the last checkpoint saved; empty: none
+  bool stopped = false;                  // ended early on SIGTERM (after saving)
   int64_t tokens = 0;                    // tokens trained on (steps * B * T)
   double first_train_loss = 0.0;         // mean loss of step 1
   double final_train_loss = 0.0;         // mean loss of the last step

@@ -1,0 +1,82 @@
+// `motley generate RUN.yaml --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T]
+// [--seed S] [--threads N]`: samples text from a checkpoint (any plan wrote it) with the run
+// file's model (src/train/generate.h). The text (prompt + sampled bytes) goes to stdout; errors
+// (unreadable run file, a checkpoint that does not verify or does not match the model) to stderr
+// with exit code 1.
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <fmt/core.h>
+
+#include "cli/commands.h"
+#include "spec/run_file.h"
+#include "train/generate.h"
+#include "train/trainer.h"
+
+namespace motley::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string run_path;
+  std::string checkpoint;
+  std::string prompt;
+  int64_t tokens = 200;
+  float temperature = 0.0F;
+  uint64_t seed = 0;
+  int threads = 0;
+};
+
+int RunGenerate(const GenerateArgs& args) {
+  Result<spec::RunFile> run = spec::LoadRunFile(args.run_path);
+  if (!run.ok()) {
+    fmt::print(stderr, "motley generate: {}\n", run.status().message());
+    return 1;
+  }
+  train::GenerateOptions options;
+  options.prompt = args.prompt;
+  options.max_new_tokens = args.tokens;
+  options.temperature = args.temperature;
+  options.seed = args.seed;
+  const int threads = train::ResolveThreads(args.threads > 0 ? args.threads : run->train.threads);
+  Result<std::string> text =
+      train::GenerateFromCheckpoint(run->model, args.checkpoint, options, threads);
+  if (!text.ok()) {
+    fmt::print(stderr, "motley generate: {}\n", text.status().message());
+    return 1;
+  }
+  fmt::print("{}\n", *text);
+  return 0;
+}
+
+}  // namespace
+
+void AddGenerateCommand(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Sample text from a checkpoint with the run file's model: the prompt's bytes, then up to "
+      "--tokens sampled byte tokens (greedy at temperature 0).");
+  cmd->add_option("run", args->run_path, "Run file (YAML) whose model the checkpoint holds")
+      ->type_name("RUN.yaml")
+      ->required();
+  cmd->add_option("--checkpoint", args->checkpoint,
+                  "A checkpoint folder (step-N) or a checkpoint root (its latest checkpoint)")
+      ->type_name("DIR")
+      ->required();
+  cmd->add_option("--prompt", args->prompt, "Text to continue (non-empty)")
+      ->type_name("TEXT")
+      ->required();
+  cmd->add_option("--tokens", args->tokens, "Tokens to sample (default 200)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temperature", args->temperature,
+                  "Softmax temperature; 0 (default) picks the most likely token")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", args->seed, "Seed of the sampling stream (temperature > 0)");
+  cmd->add_option("--threads", args->threads, "CPU threads (default: train.threads)")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([args, &exit_code] { exit_code = RunGenerate(*args); });
+}
+
+}  // namespace motley::cli
