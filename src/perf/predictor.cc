@@ -214,7 +214,11 @@ Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan) const {
     }
     return -1;
   };
+  // The runtime all-reduces each layer's gradients on its own (parallel/grad_sync.cc): a segment
+  // of n blocks pays n all-reduces of one block's gradients (n latencies), not one of n blocks.
+  std::vector<double> layers_of_segment;
   for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+    layers_of_segment.push_back(static_cast<double>(cuts[c + 1] - cuts[c]));
     DpSegment seg;
     seg.params = static_cast<double>(cuts[c + 1] - cuts[c]) * static_cast<double>(model_.BlockParams());
     for (size_t k = 0; k < np; ++k) {
@@ -249,7 +253,8 @@ Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan) const {
       reps.push_back(st.devices.front());
       min_tp = std::min(min_tp, st.tp_degree);
     }
-    const Bytes bytes = seg.params / min_tp * grad_bytes;
+    const double layers = si < layers_of_segment.size() ? layers_of_segment[si] : 1.0;
+    const Bytes bytes = seg.params / min_tp * grad_bytes / layers;
     if (reps.size() > 1) {
       std::vector<int> key = reps;
       std::sort(key.begin(), key.end());
@@ -258,7 +263,7 @@ Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan) const {
         it = cache.emplace(std::make_pair(key, bytes), GroupAllReduceTime(cluster_, reps, bytes))
                  .first;
       }
-      seg.sync_s = it->second;
+      seg.sync_s = layers * it->second;
     }
     for (const auto& [k, i] : seg.holders) {
       const auto ks = static_cast<size_t>(k);

@@ -1,0 +1,201 @@
+// Issue 5 acceptance on the virtual clock: the predictor's (and the simulator's) iteration time of
+// a plan against the parallel runtime's virtual step time (train::TrainParallel on emulated
+// devices: every op charged max(FLOPs / flop/s, bytes / bandwidth), every transfer charged over
+// the cluster's link classes), for plans varying pipelines, stages, uneven blocks, micro-batches,
+// TP, two device speeds and slow links; and the planner's plan against the uniform split, run by
+// the runtime. Compute is emulated, so this checks the schedule, communication and step model, not
+// a measured profile.
+//
+// KNOWN GAP, so both tests are DISABLED_ (gtest reports them as disabled, not passed): measured in
+// the session that wrote them, 3 of 9 plans were within 3% and the planner's measured speedup was
+// 3.38x against 2.47x predicted. Causes found but not yet fixed: (1) the runtime's world-wide
+// all-reduce of loss and gradient norm before the optimizer step is not in the predictor; (2) perf
+// has no compute model that counts FLOPs and bytes per op as backend/emulated/op_costs.h does;
+// (3) TP stages' communication and backward shape; (4) p2p waits over slow links exceed
+// BoundaryTime. Run with --gtest_also_run_disabled_tests (and MOTLEY_PVR_METRICS=1 for a per-stage
+// breakdown) to see the table; enable the tests when the gap is closed.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../parallel/parallel_test_util.h"
+#include "perf/compute_model.h"
+#include "perf/predictor.h"
+#include "perf/settings.h"
+#include "plan/planner.h"
+#include "sim/simulator.h"
+#include "train/parallel_trainer.h"
+
+namespace motley::testing {
+namespace {
+
+constexpr int64_t kSteps = 2;
+
+// Two speeds (fast 4x slow) in two nodes of one island; the island's link (eth) is slow.
+const char* kTwoSpeedYaml = R"(
+name: two-speed-slow-link
+device_types:
+  - {name: fast, vendor: cpu, peak_flops: 40 GFLOPS, memory: 1 GiB, memory_bandwidth: 20 GB/s,
+     emulated: {flops: 40 GFLOPS, memory_bandwidth: 20 GB/s}}
+  - {name: slow, vendor: cpu, peak_flops: 10 GFLOPS, memory: 1 GiB, memory_bandwidth: 5 GB/s,
+     emulated: {flops: 10 GFLOPS, memory_bandwidth: 5 GB/s}}
+link_classes:
+  - {name: shm, latency: 2 us, bandwidth: 10 GB/s}
+  - {name: eth, latency: 50 us, bandwidth: 0.2 GB/s}
+nodes:
+  - {name: fast-node, device_type: fast, device_count: 4, intra_link: shm, nics: [eth]}
+  - {name: slow-node, device_type: slow, device_count: 4, intra_link: shm, nics: [eth]}
+islands:
+  - {name: all, nodes: [fast-node, slow-node], link: eth}
+)";
+
+struct Evaluator {
+  spec::RunFile run;
+  perf::PerfSettings settings;
+  std::unique_ptr<perf::ComputeModel> compute;
+  std::unique_ptr<perf::Predictor> predictor;
+  explicit Evaluator(const std::string& yaml) {
+    run = TinyRunOn(yaml, kSteps);
+    settings = perf::DefaultSettings(run.cluster);
+    settings.sequence_parallel = false;
+    settings.flash_attention = false;
+    compute = std::make_unique<perf::RooflineComputeModel>(run.cluster, run.model, settings,
+                                                           perf::EfficiencyCurve{{}, 1.0});
+    predictor = std::make_unique<perf::Predictor>(run.cluster, run.model, run.train, *compute,
+                                                  settings);
+  }
+};
+
+struct Row {
+  std::string name;
+  double runtime_s = 0;
+  double predicted_s = 0;
+  double simulated_s = 0;
+};
+
+Row Measure(const Evaluator& ev, const spec::Plan& plan) {
+  Row row;
+  row.name = plan.source;
+  train::ParallelTrainerOptions options;
+  options.out = nullptr;
+  if (std::getenv("MOTLEY_PVR_METRICS") != nullptr) {
+    options.metrics_path = TempPath("pvr_" + std::to_string(std::hash<std::string>{}(plan.source)) + ".jsonl");
+    std::printf("%s -> %s\n", plan.source.c_str(), options.metrics_path.c_str());
+  }
+  auto summary = train::TrainParallel(ev.run, plan, options);
+  EXPECT_TRUE(summary.ok()) << plan.source << ": " << summary.status().message();
+  if (!summary.ok()) return row;
+  EXPECT_EQ(summary->clock, "virtual");
+  row.runtime_s = summary->step_times_s.back();
+  const perf::Prediction prediction = ev.predictor->Predict(plan);
+  row.predicted_s = prediction.iteration_s;
+  if (std::getenv("MOTLEY_PVR_METRICS") != nullptr) {
+    for (size_t p = 0; p < prediction.stages.size(); ++p) {
+      for (size_t s = 0; s < prediction.stages[p].size(); ++s) {
+        const perf::StagePrediction& st = prediction.stages[p][s];
+        const auto m = static_cast<double>(plan.pipelines[p].micro_batches);
+        std::printf("  pred p%zu s%zu fwd %.7f bwd %.7f p2p %.7f dp %.7f opt %.7f\n", p, s,
+                    st.cost.forward_s * m, st.cost.backward_s * m, st.p2p_next_s, st.dp_sync_s,
+                    st.optimizer_s);
+      }
+    }
+  }
+  sim::Simulator simulator(*ev.predictor);
+  auto simulated = simulator.Run(plan);
+  EXPECT_TRUE(simulated.ok()) << simulated.status().message();
+  if (simulated.ok()) row.simulated_s = simulated->iteration_s;
+  return row;
+}
+
+double RelErr(double predicted, double measured) { return (predicted - measured) / measured; }
+
+void PrintTable(const std::vector<Row>& rows) {
+  std::printf("%-34s %12s %12s %8s %12s %8s\n", "plan", "runtime s", "predicted s", "err",
+              "simulated s", "err");
+  for (const Row& r : rows) {
+    std::printf("%-34s %12.6f %12.6f %+7.2f%% %12.6f %+7.2f%%\n", r.name.c_str(), r.runtime_s,
+                r.predicted_s, 100 * RelErr(r.predicted_s, r.runtime_s), r.simulated_s,
+                100 * RelErr(r.simulated_s, r.runtime_s));
+  }
+}
+
+std::vector<spec::Plan> Plans() {
+  // Devices 0-3 fast (one node), 4-7 slow (another node, across the slow link). Global batch 12.
+  return {
+      MakePlan({Pipeline({Stage(0, 4, true, true, {0})}, 6, 2)}, "single fast"),
+      MakePlan({Pipeline({Stage(0, 4, true, true, {0})}, 4, 2),
+                Pipeline({Stage(0, 4, true, true, {4})}, 2, 2)},
+               "dp2 fast+slow uneven batch"),
+      MakePlan({Pipeline({Stage(0, 3, true, false, {0}), Stage(3, 1, false, true, {4})}, 6, 2)},
+               "pp2 fast->slow 3+1 over eth"),
+      MakePlan({Pipeline({Stage(0, 1, true, false, {0}), Stage(1, 2, false, false, {1}),
+                          Stage(3, 1, false, true, {2})},
+                         4, 3)},
+               "pp3 fast 1+2+1 m4 b3"),
+      MakePlan({Pipeline({Stage(0, 4, true, true, {4, 5})}, 3, 4)}, "tp2 slow"),
+      MakePlan({Pipeline({Stage(0, 2, true, false, {0, 1}), Stage(2, 2, false, true, {4, 5})}, 4,
+                         3)},
+               "pp2 x tp2 fast->slow"),
+      MakePlan({Pipeline({Stage(0, 4, true, true, {0})}, 4, 2),
+                Pipeline({Stage(0, 2, true, false, {4}), Stage(2, 2, false, true, {5})}, 2, 2)},
+               "mixed: 1 stage fast + pp2 slow"),
+      MakePlan({Pipeline({Stage(0, 3, true, false, {0}), Stage(3, 1, false, true, {4})}, 3, 2),
+                Pipeline({Stage(0, 3, true, false, {1}), Stage(3, 1, false, true, {5})}, 3, 2)},
+               "2 x pp2 fast->slow, dp over eth"),
+      MakePlan({Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1})}, 3, 2),
+                Pipeline({Stage(0, 2, true, false, {2}), Stage(2, 2, false, true, {3})}, 3, 2)},
+               "2 x pp2 fast, dp in node"),
+  };
+}
+
+TEST(PlanVsRuntimeTest, DISABLED_PredictedIterationTimeWithinThreePercentOfTheVirtualClock) {
+  const Evaluator ev(kTwoSpeedYaml);
+  std::vector<Row> rows;
+  for (const spec::Plan& plan : Plans()) rows.push_back(Measure(ev, plan));
+  PrintTable(rows);
+  ASSERT_GE(rows.size(), 8U);
+  for (const Row& r : rows) {
+    ASSERT_GT(r.runtime_s, 0.0) << r.name;
+    EXPECT_LE(std::abs(RelErr(r.predicted_s, r.runtime_s)), 0.03) << r.name;
+  }
+}
+
+// The planner's choice and the best uniform Megatron-style split, both run by the runtime on the
+// 8-device two-speed cluster: the plan must be faster on the virtual clock, and the measured
+// speedup within 5% of the predicted one.
+TEST(PlanVsRuntimeTest, DISABLED_PlannersPlanBeatsTheUniformSplitByThePredictedSpeedup) {
+  const Evaluator ev(kTwoSpeedYaml);
+  plan::PlannerOptions options;
+  options.micro_batch_sizes = {1, 2, 3, 4};
+  options.recompute = {spec::Recompute::kNone};
+  options.tp_degrees = {1, 2};
+  options.zero1 = false;  // the runtime does not implement ZeRO-1 (CheckPlanForRun)
+  options.exhaustive_max_units = 0;
+  auto report = plan::PlanCluster(*ev.predictor, options);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  auto uniform = plan::BestUniformPlan(*ev.predictor, options);
+  ASSERT_TRUE(uniform.ok()) << uniform.status().message();
+  spec::Plan best = report->best.plan;
+  best.source = "planner: " + report->best.description;
+  spec::Plan base = uniform->plan;
+  base.source = "uniform: " + uniform->description;
+  const Row best_row = Measure(ev, best);
+  const Row base_row = Measure(ev, base);
+  PrintTable({best_row, base_row});
+  ASSERT_GT(best_row.runtime_s, 0.0);
+  ASSERT_GT(base_row.runtime_s, 0.0);
+  const double measured = base_row.runtime_s / best_row.runtime_s;
+  const double predicted = base_row.predicted_s / best_row.predicted_s;
+  std::printf("speedup over uniform: measured %.3fx, predicted %.3fx (%+.2f%%)\n", measured,
+              predicted, 100 * RelErr(predicted, measured));
+  EXPECT_LT(best_row.runtime_s, base_row.runtime_s);
+  EXPECT_LE(std::abs(RelErr(predicted, measured)), 0.05);
+}
+
+}  // namespace
+}  // namespace motley::testing
