@@ -19,6 +19,7 @@ std::string StepMetricsToJson(const StepMetrics& m) {
   j["tokens_per_s"] = m.tokens_per_s;
   j["gflops"] = m.gflops;
   if (m.val_loss) j["val_loss"] = *m.val_loss;
+  j["loss_spike"] = m.loss_spike;
   return j.dump();
 }
 

@@ -24,6 +24,7 @@ struct StepMetrics {
   double tokens_per_s = 0.0;       // tokens / step_time_s
   double gflops = 0.0;             // achieved GFLOP/s: flops_per_token * tokens / step_time_s / 1e9
   std::optional<double> val_loss;  // mean validation loss, on steps where it was measured
+  bool loss_spike = false;         // flagged by LossSpikeDetector (loss_spike.h)
 };
 
 // One JSON object, no trailing newline; val_loss only when present.

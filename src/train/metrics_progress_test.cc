@@ -49,9 +49,12 @@ TEST(MetricsTest, JsonHasEveryFieldAndValLossOnlyWhenMeasured) {
   EXPECT_DOUBLE_EQ(j["tokens_per_s"].get<double>(), 2048.0);
   EXPECT_DOUBLE_EQ(j["gflops"].get<double>(), 1.25);
   EXPECT_FALSE(j.contains("val_loss"));
+  EXPECT_EQ(j["loss_spike"], false);
   m.val_loss = 2.0;
+  m.loss_spike = true;
   j = nlohmann::json::parse(StepMetricsToJson(m));
   EXPECT_DOUBLE_EQ(j["val_loss"].get<double>(), 2.0);
+  EXPECT_EQ(j["loss_spike"], true);
 }
 
 TEST(MetricsTest, WriterAppendsOneLinePerStep) {

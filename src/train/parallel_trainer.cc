@@ -23,6 +23,7 @@
 #include "train/batch_sampler.h"
 #include "train/dataset.h"
 #include "train/flops.h"
+#include "train/loss_spike.h"
 #include "train/trainer_checkpoint.h"
 
 namespace motley::train {
@@ -71,6 +72,7 @@ struct RunContext {
   std::vector<std::vector<TraceEvent>> traces;  // per rank (each rank writes its own)
   int summary_rank = 0;                         // the rank that fills `summary`
   ParallelTrainSummary summary;
+  LossSpikeDetector loss_spikes;  // the summary rank's
   Clock::time_point origin;
 
   // Checkpoints. first_step: 1, or the resumed checkpoint's step + 1 (resume_dir).
@@ -105,7 +107,7 @@ bool Traced(const ParallelTrainerOptions& o, int64_t step) {
 
 // The metrics line of one step (docs/formats/parallel-metrics.md).
 std::string MetricsLine(const RunContext& ctx, int64_t step, const parallel::RankStepResult& r,
-                        const std::vector<double>& all, double step_time_s, double wall_s,
+                        bool loss_spike, const std::vector<double>& all, double step_time_s, double wall_s,
                         double virtual_s) {
   const WorldLayout& layout = *ctx.layout;
   const int64_t tokens = layout.global_batch() * ctx.run->train.seq_len;
@@ -124,6 +126,7 @@ std::string MetricsLine(const RunContext& ctx, int64_t step, const parallel::Ran
   j["gflops"] = ctx.flops_per_token * tps / 1e9;
   if (ctx.peak_flops > 0) j["mfu"] = ctx.flops_per_token * tps / ctx.peak_flops;
   j["skipped"] = r.skipped;
+  j["loss_spike"] = loss_spike;
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (const RankInfo& info : layout.ranks()) {
     const double* v = all.data() + static_cast<size_t>(info.rank) * kGatherFields;
@@ -299,6 +302,8 @@ Status ReportStep(RunContext& ctx, int r, int64_t step, Clock::time_point start,
     s.losses.push_back(result.loss);
     s.grad_norms.push_back(result.grad_norm);
     if (result.skipped) s.skipped_steps.push_back(step);
+    const bool spike = !result.skipped && ctx.loss_spikes.Observe(result.loss);
+    if (spike) s.loss_spike_steps.push_back(step);
     const int64_t tokens = layout.global_batch() * T;
     s.tokens += tokens;
     s.step_times_s.push_back(step_time_s);
@@ -308,22 +313,25 @@ Status ReportStep(RunContext& ctx, int r, int64_t step, Clock::time_point start,
     if (ctx.metrics != nullptr) {
       const std::vector<double> values(v, v + all.numel());
       const std::string line =
-          MetricsLine(ctx, step, result, values, step_time_s, wall_s, virtual_s) + "\n";
+          MetricsLine(ctx, step, result, spike, values, step_time_s, wall_s, virtual_s) + "\n";
       if (std::fputs(line.c_str(), ctx.metrics) < 0 || std::fflush(ctx.metrics) != 0) {
         return Err("metrics file: write failed at step {}", step);
       }
     }
-    if (options.out != nullptr && (result.skipped || step % log_every == 0 || step == train.steps)) {
+    if (options.out != nullptr &&
+        (result.skipped || spike || step % log_every == 0 || step == train.steps)) {
       const double tps = static_cast<double>(tokens) / step_time_s;
       std::string mfu;
       if (ctx.peak_flops > 0) {
         mfu = fmt::format(" | MFU {:.2f}%", 100.0 * ctx.flops_per_token * tps / ctx.peak_flops);
       }
       fmt::print(options.out,
-                 "step {}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s{}{}{}\n", step,
+                 "step {}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s{}{}{}{}\n", step,
                  train.steps, result.loss, result.lr, result.grad_norm, tps,
                  on_virtual ? " (virtual)" : "", mfu,
-                 result.skipped ? " | SKIPPED: non-finite loss or gradient norm" : "");
+                 result.skipped ? " | SKIPPED: non-finite loss or gradient norm" : "",
+                 spike ? fmt::format(" | LOSS SPIKE (recent mean {:.4f})", ctx.loss_spikes.mean())
+                       : std::string());
       std::fflush(options.out);
     }
   }

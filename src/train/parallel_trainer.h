@@ -21,7 +21,8 @@
 // parallel-metrics.md): loss, lr, grad norm, tokens/s, MFU, a `skipped` flag, the clock, and
 // per-rank and per-stage forward, backward, pipeline-transfer, TP, DP-sync and optimizer times. A
 // step whose
-// loss or gradient norm is not finite is skipped on every rank and reported (not an error). With
+// loss or gradient norm is not finite is skipped on every rank and reported (not an error); a
+// loss far above its recent trend is flagged as a spike (loss_spike.h). With
 // a trace path, the actions of chosen steps of every rank go to a Chrome trace (Perfetto JSON,
 // docs/formats/trace.md).
 //
@@ -89,6 +90,7 @@ struct ParallelTrainSummary {
   bool stopped = false;                // ended early on SIGTERM (after saving)
   std::vector<double> grad_norms;      // per step
   std::vector<int64_t> skipped_steps;  // steps whose update was skipped (non-finite)
+  std::vector<int64_t> loss_spike_steps;  // steps flagged by LossSpikeDetector (loss_spike.h)
   int64_t tokens = 0;
   // "virtual" or "wall" (emulated devices), "host" (non-emulated: the steady clock).
   std::string clock;

@@ -17,6 +17,7 @@
 #include "train/batch_sampler.h"
 #include "train/dataset.h"
 #include "train/flops.h"
+#include "train/loss_spike.h"
 #include "train/metrics.h"
 #include "train/progress.h"
 #include "train/trainer_checkpoint.h"
@@ -169,6 +170,7 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
   const auto num_train = static_cast<int64_t>(data.train.size());
   const Clock::time_point run_start = Clock::now();
 
+  LossSpikeDetector loss_spikes;
   for (int64_t step = first_step; step <= train.steps; ++step) {
     const Clock::time_point step_start = Clock::now();
     optimizer.ZeroGrads();
@@ -221,9 +223,15 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
       summary.val_history.emplace_back(step, val_loss);
       if (step == train.steps) summary.final_val_loss = val_loss;
     }
+    sm.loss_spike = loss_spikes.Observe(loss);
+    if (sm.loss_spike) summary.loss_spike_steps.push_back(step);
     if (metrics) MOTLEY_RETURN_IF_ERROR(metrics->Write(sm));
     if (progress) {
       progress->Update(sm, SecondsSince(run_start));
+      if (sm.loss_spike) {
+        progress->Note(fmt::format("step {}: LOSS SPIKE: loss {:.4f}, recent mean {:.4f}", step,
+                                   loss, loss_spikes.mean()));
+      }
       if (sm.val_loss) progress->Note(fmt::format("step {}: val_loss {:.4f}", step, *sm.val_loss));
     }
     if (stop_guard && step == options.sigterm_at_step) std::raise(SIGTERM);

@@ -47,6 +47,7 @@ struct TrainSummary {
   int64_t steps = 0;                     // steps trained by this call
   int64_t first_step = 1;                // the first of them (checkpoint step + 1 on resume)
   std::vector<double> losses;            // mean train loss per step, index step - first_step
+  std::vector<int64_t> loss_spike_steps;  // steps flagged by LossSpikeDetector (loss_spike.h)
   std::string last_checkpoint;           // folder of the last checkpoint saved; empty: none
   bool stopped = false;                  // ended early on SIGTERM (after saving)
   int64_t tokens = 0;                    // tokens trained on (steps * B * T)
