@@ -162,6 +162,58 @@ TEST_F(CliTest, TrainRunsAndWritesMetrics) {
   EXPECT_NE(text->find("\"val_loss\""), std::string::npos);
 }
 
+// Save a checkpoint at step 4, resume it to step 6, then sample text from it.
+TEST_F(CliTest, CheckpointResumeAndGenerate) {
+  const std::string ckpt = Path("ckpt");
+  const std::string run = Write("run.yaml", TinyRun("  checkpoint: {every_steps: 2, keep_last: 2}\n"));
+  Outcome first = Run("train " + run + " --steps 4 --checkpoint-dir " + ckpt);
+  ASSERT_EQ(first.exit_code, 0) << first.err << first.out;
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/step-00000004")) << first.out;
+  Outcome resumed = Run("train " + run + " --steps 6 --checkpoint-dir " + ckpt + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err << resumed.out;
+  EXPECT_NE(resumed.out.find("step 5/6"), std::string::npos) << resumed.out;
+  EXPECT_EQ(resumed.out.find("step 1/6"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("done: 2 steps"), std::string::npos) << resumed.out;
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/step-00000006"));
+  EXPECT_FALSE(std::filesystem::exists(ckpt + "/step-00000002"));  // keep_last: 2
+
+  Outcome gen = Run("generate " + run + " --checkpoint " + ckpt + " --prompt 'In the' --tokens 8");
+  ASSERT_EQ(gen.exit_code, 0) << gen.err << gen.out;
+  EXPECT_EQ(gen.out.rfind("In the", 0), 0U) << gen.out;
+  EXPECT_GE(gen.out.size(), std::string("In the").size() + 1) << gen.out;
+
+  Outcome nothing = Run("train " + run + " --checkpoint-dir " + Path("empty") + " --resume");
+  EXPECT_NE(nothing.exit_code, 0);
+  EXPECT_NE(nothing.err.find("empty"), std::string::npos) << nothing.err;
+  Outcome bad = Run("generate " + run + " --checkpoint " + Path("nope") + " --prompt x");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("nope"), std::string::npos) << bad.err;
+}
+
+// --plan with --compare on the shipped emulated cluster: both runs and the side-by-side table.
+TEST_F(CliTest, PlanCompareOnEmulatedCluster) {
+  const std::string examples = std::string(MOTLEY_SOURCE_DIR) + "/examples/";
+  const std::string metrics = Path("m.jsonl");
+  Outcome o = Run("train " + examples + "runs/local-hetero.yaml --steps 2 --plan " + examples +
+                  "plans/local-hetero-mixed.json --compare " + examples +
+                  "plans/local-hetero-uniform.json --metrics " + metrics +
+                  " --checkpoint-dir " + Path("ckpt"));
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+  EXPECT_NE(o.out.find("the same job under both plans"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("local-hetero-mixed.json"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("local-hetero-uniform.json"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("1.00x"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("(virtual)"), std::string::npos) << o.out;
+  auto text = motley::ReadFile(metrics);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_NE(text->find("\"stages\""), std::string::npos);
+
+  Outcome no_plan = Run("train " + examples + "runs/local-hetero.yaml --compare " + examples +
+                        "plans/local-hetero-uniform.json");
+  EXPECT_NE(no_plan.exit_code, 0);
+  EXPECT_NE(no_plan.err.find("--plan"), std::string::npos) << no_plan.err;
+}
+
 TEST_F(CliTest, SchedulePrintsOneLinePerStage) {
   Outcome o = Run("schedule --stages 3 --micro-batches 4");
   ASSERT_EQ(o.exit_code, 0) << o.err;

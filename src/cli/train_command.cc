@@ -180,6 +180,13 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   if (cmd.count("--checkpoint-dir") > 0) train.checkpoint.dir = args.checkpoint_dir;
   const std::string source = args.run_path.empty() ? "default run" : args.run_path;
   if (!args.plan_path.empty()) return RunParallelTrain(args, cmd, *run, source);
+  for (const char* option : {"--compare", "--trace", "--trace-steps", "--clock"}) {
+    if (cmd.count(option) > 0) {
+      fmt::print(stderr, "motley train: {} needs --plan (it applies to parallel runs only)\n",
+                 option);
+      return 1;
+    }
+  }
   fmt::print("motley train: {}\n", source);
   if (run->cluster.num_devices() > 1) {
     fmt::print(
