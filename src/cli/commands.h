@@ -17,5 +17,7 @@ void AddGenerateCommand(CLI::App& app, int& exit_code);
 void AddValidateCommand(CLI::App& app, int& exit_code);
 // motley schedule --stages P --micro-batches M [--kind 1f1b|gpipe]
 void AddScheduleCommand(CLI::App& app, int& exit_code);
+// motley profile RUN.yaml -o PROFILE.json [--micro-batches 1,2,4] [--tp 1] [--device-type NAME]
+void AddProfileCommand(CLI::App& app, int& exit_code);
 
 }  // namespace motley::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     motley::cli::AddGenerateCommand(app, exit_code);
     motley::cli::AddValidateCommand(app, exit_code);
     motley::cli::AddScheduleCommand(app, exit_code);
+    motley::cli::AddProfileCommand(app, exit_code);
     motley::cli::RegisterPlanCommands(app, exit_code);
     try {
       app.parse(argc, argv);

@@ -8,6 +8,14 @@
 
 namespace motley::perf {
 
+PassTimes ComputeModel::StageCopies(int /*device_type*/, int /*tp*/, int64_t /*b*/,
+                                    int64_t /*s*/, bool /*has_prev*/, bool /*has_next*/) const {
+  return {};
+}
+Seconds ComputeModel::ZeroGrads(int /*device_type*/, double /*params*/) const { return 0; }
+Seconds ComputeModel::GradNorm(int /*device_type*/, double /*params*/) const { return 0; }
+Seconds ComputeModel::GradStaging(int /*device_type*/, double /*params*/) const { return 0; }
+
 double EfficiencyCurve::At(Flops flops) const {
   for (const auto& [threshold, eff] : steps) {
     if (flops >= threshold) return eff;
@@ -104,6 +112,14 @@ PassTimes RooflineComputeModel::Head(int device_type, int tp, int64_t b, int64_t
   return {mm + 3.0 * ce / speed.memory_bandwidth, 2.0 * mm + 2.0 * ce / speed.memory_bandwidth};
 }
 
+Seconds RooflineComputeModel::OptimizerStep(int device_type, double params) const {
+  // Bytes touched per parameter by AdamW: mixed precision reads bf16 weight and grad, fp32 master
+  // and two moments and writes them back (2+2+4+4+4 read, 4+4+4+2 written = 30); fp32 reads 4
+  // tensors and writes 3 (28). performance-model.md: "roughly 16-30 bytes touched per parameter".
+  const double bytes = settings_.precision == spec::Precision::kFp32 ? 28.0 : 30.0;
+  return params * bytes / Speed(device_type).memory_bandwidth;
+}
+
 ProfiledComputeModel::ProfiledComputeModel(Profile profile, const spec::ClusterSpec& cluster,
                                            const ComputeModel& fallback)
     : profile_(std::move(profile)), fallback_(fallback) {
@@ -177,6 +193,34 @@ PassTimes ProfiledComputeModel::Embedding(int device_type, int tp, int64_t b, in
 
 PassTimes ProfiledComputeModel::Head(int device_type, int tp, int64_t b, int64_t s) const {
   return Lookup(Part::kHead, device_type, tp, b, s);
+}
+
+}  // namespace motley::perf
+
+namespace motley::perf {
+
+PassTimes ProfiledComputeModel::StageCopies(int device_type, int tp, int64_t b, int64_t s,
+                                            bool has_prev, bool has_next) const {
+  return fallback_.StageCopies(device_type, tp, b, s, has_prev, has_next);
+}
+Seconds ProfiledComputeModel::StepPerParam(int device_type) const {
+  if (!Covers(device_type)) return 0;
+  return profile_.devices[static_cast<size_t>(profile_of_type_[static_cast<size_t>(device_type)])]
+      .step_s_per_param;
+}
+// A measured per-parameter step time covers zeroing, the norm pass and AdamW together.
+Seconds ProfiledComputeModel::OptimizerStep(int device_type, double params) const {
+  const Seconds per = StepPerParam(device_type);
+  return per > 0 ? per * params : fallback_.OptimizerStep(device_type, params);
+}
+Seconds ProfiledComputeModel::ZeroGrads(int device_type, double params) const {
+  return StepPerParam(device_type) > 0 ? 0.0 : fallback_.ZeroGrads(device_type, params);
+}
+Seconds ProfiledComputeModel::GradNorm(int device_type, double params) const {
+  return StepPerParam(device_type) > 0 ? 0.0 : fallback_.GradNorm(device_type, params);
+}
+Seconds ProfiledComputeModel::GradStaging(int device_type, double params) const {
+  return fallback_.GradStaging(device_type, params);
 }
 
 }  // namespace motley::perf

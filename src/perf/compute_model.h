@@ -37,6 +37,19 @@ class ComputeModel {
   virtual PassTimes Embedding(int device_type, int tp, int64_t b, int64_t s) const = 0;
   // Final norm + LM head + softmax cross-entropy.
   virtual PassTimes Head(int device_type, int tp, int64_t b, int64_t s) const = 0;
+  // Copies a stage makes around its pipeline transfers, per micro-batch: with `has_prev` the
+  // received activation is copied in (forward) and the input gradient copied out for sending
+  // (backward); with `has_next` the received output gradient is copied in (backward). Default 0.
+  virtual PassTimes StageCopies(int device_type, int tp, int64_t b, int64_t s, bool has_prev,
+                                bool has_next) const;
+  // Per-step work of one device on the `params` parameters it holds (not per micro-batch):
+  // the optimizer update (AdamW), zeroing the gradients before the step, the gradient-norm pass,
+  // and staging the gradients through host memory around a data-parallel all-reduce (read and
+  // write back). Only OptimizerStep is required; the others default to 0 (folded into it).
+  virtual Seconds OptimizerStep(int device_type, double params) const = 0;
+  virtual Seconds ZeroGrads(int device_type, double params) const;
+  virtual Seconds GradNorm(int device_type, double params) const;
+  virtual Seconds GradStaging(int device_type, double params) const;
 };
 
 // Achieved fraction of peak FLOP/s as a step function of one matmul's FLOPs. Default steps from
@@ -61,6 +74,8 @@ class RooflineComputeModel final : public ComputeModel {
   Seconds AttentionRecompute(int device_type, int tp, int64_t b, int64_t s) const override;
   PassTimes Embedding(int device_type, int tp, int64_t b, int64_t s) const override;
   PassTimes Head(int device_type, int tp, int64_t b, int64_t s) const override;
+  // Memory-bound AdamW: bytes touched per parameter / memory bandwidth (see compute_model.cc).
+  Seconds OptimizerStep(int device_type, double params) const override;
   const EfficiencyCurve& curve() const { return curve_; }
 
  private:
@@ -89,11 +104,19 @@ class ProfiledComputeModel final : public ComputeModel {
   Seconds AttentionRecompute(int device_type, int tp, int64_t b, int64_t s) const override;
   PassTimes Embedding(int device_type, int tp, int64_t b, int64_t s) const override;
   PassTimes Head(int device_type, int tp, int64_t b, int64_t s) const override;
+  // Not profiled: the fallback's.
+  PassTimes StageCopies(int device_type, int tp, int64_t b, int64_t s, bool has_prev,
+                        bool has_next) const override;
+  Seconds OptimizerStep(int device_type, double params) const override;
+  Seconds ZeroGrads(int device_type, double params) const override;
+  Seconds GradNorm(int device_type, double params) const override;
+  Seconds GradStaging(int device_type, double params) const override;
   // True when some profile entry covers this device type.
   bool Covers(int device_type) const;
 
  private:
   enum class Part { kBlock, kEmbedding, kHead };
+  Seconds StepPerParam(int device_type) const;  // 0 when not measured
   PassTimes Lookup(Part part, int device_type, int tp, int64_t b, int64_t s) const;
 
   Profile profile_;

@@ -1,6 +1,7 @@
-// See predictor.h.
+// See predictor.h. Predict itself (the step model) is in predict_step.cc; this file holds the
+// building blocks it shares with the simulator and the planner.
 //
-// Pipeline closed form, 1F1B with p stages, m micro-batches, per-stage forward f_i and backward b_i,
+// Pipeline closed form (the planner's fast estimate; Predict walks the action lists instead), 1F1B with p stages, m micro-batches, per-stage forward f_i and backward b_i,
 // boundary transfer c_j between stages j and j+1 (blocking rendezvous p2p as the schedule's
 // execution contract prescribes):
 //   T = sum_i (f_i + b_i) + 2 * sum_j c_j + (m - 1) * max_i (f_i + b_i + c_{i-1} + c_i)
@@ -10,10 +11,12 @@
 // T - sum_{j<i} (b_j + c_j). GPipe: the forward and backward phases each have their own
 // bottleneck: T = sum_i (f_i + b_i) + 2 sum_j c_j + (m-1) (max_i (f_i + c..) + max_i (b_i + c..)).
 //
-// Data-parallel sync: the global union of all pipelines' stage boundaries cuts the blocks into
+// Data-parallel groups (ComputeDpGroups, used for the planner's estimates, ZeRO-1 sharding and
+// memory; Predict runs the runtime's per-layer groups): the global union of all pipelines' stage
+// boundaries cuts the blocks into
 // segments; each segment's group is the set of stages (one per pipeline) holding it, and its
 // gradients (per TP rank: params / min tp of the group) are all-reduced over the first devices of
-// those stages (GroupAllReduceTime). A stage syncs its segments one after another, after every
+// those stages (AllReduceOver). A stage syncs its segments one after another, after every
 // stage of those groups has finished its last backward. Embedding and head are segments of their
 // own.
 #include "perf/predictor.h"
@@ -113,6 +116,10 @@ StageCost Predictor::StageCostOfShape(int device_type, int tp, const spec::LinkC
     cost.forward_s += hd.forward_s;
     cost.backward_s += hd.backward_s;
   }
+  // A pipeline's first stage holds the embedding and its last the head (ValidatePlan).
+  const PassTimes copies = compute_.StageCopies(device_type, tp, b, s, !has_embedding, !has_head);
+  cost.forward_s += copies.forward_s;
+  cost.backward_s += copies.backward_s;
   cost.forward_s *= rate;
   cost.backward_s *= rate;
   return cost;
@@ -139,7 +146,7 @@ Seconds Predictor::P2PTimeBetween(const spec::StagePlan& from, const spec::Stage
   BytesPerSecond bw = link.EffectiveBandwidth();
   const int na = cluster_.device(a).node;
   const int nb = cluster_.device(b).node;
-  if (na != nb) {
+  if (na != nb && settings_.nic_contention) {
     bw = std::min(bw, NodeNicBandwidth(cluster_, na) / std::max(1, sender_sharers));
     bw = std::min(bw, NodeNicBandwidth(cluster_, nb) / std::max(1, receiver_sharers));
   }
@@ -177,12 +184,7 @@ Seconds Predictor::BoundaryTime(const spec::PipelinePlan& pipe, size_t i,
 }
 
 Seconds Predictor::OptimizerTime(int device_type, double params_per_device, double rate) const {
-  // Bytes touched per parameter by AdamW: mixed precision reads bf16 weight and grad, fp32 master
-  // and two moments and writes them back (2+2+4+4+4 read, 4+4+4+2 written = 30); fp32 reads 4
-  // tensors and writes 3 (28). performance-model.md: "roughly 16-30 bytes touched per parameter".
-  const double bytes = settings_.precision == spec::Precision::kFp32 ? 28.0 : 30.0;
-  const spec::DeviceType& type = cluster_.device_types[static_cast<size_t>(device_type)];
-  return rate * params_per_device * bytes / type.memory_bandwidth;
+  return rate * compute_.OptimizerStep(device_type, params_per_device);
 }
 
 Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan) const {
@@ -260,7 +262,7 @@ Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan) const {
       std::sort(key.begin(), key.end());
       auto it = cache.find({key, bytes});
       if (it == cache.end()) {
-        it = cache.emplace(std::make_pair(key, bytes), GroupAllReduceTime(cluster_, reps, bytes))
+        it = cache.emplace(std::make_pair(key, bytes), AllReduceOver(reps, bytes))
                  .first;
       }
       seg.sync_s = layers * it->second;
@@ -277,74 +279,29 @@ Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan) const {
   return out;
 }
 
-Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rates) const {
-  Prediction pred;
-  const size_t np = plan.pipelines.size();
-  pred.stages.resize(np);
-  pred.pipeline_time_s.resize(np);
-  pred.peak_memory_per_type.assign(cluster_.device_types.size(), 0.0);
-  const DpGroups dp = ComputeDpGroups(plan);
-  const NicSharers sharers = CountNicSharers(plan);
-  // Pass 1: stage costs and pipeline closed forms.
-  for (size_t k = 0; k < np; ++k) {
-    const spec::PipelinePlan& pipe = plan.pipelines[k];
-    std::vector<StageCost> costs;
-    std::vector<Seconds> p2p;
-    for (size_t i = 0; i < pipe.stages.size(); ++i) {
-      costs.push_back(StageCostOf(pipe.stages[i], pipe.micro_batch_size, plan.recompute, rates));
-      if (i + 1 < pipe.stages.size()) {
-        p2p.push_back(BoundaryTime(pipe, i, sharers));
-      }
-    }
-    const PipelineTiming timing = PipelineClosedForm(costs, p2p, pipe.micro_batches, plan.schedule);
-    pred.pipeline_time_s[k] = timing.time_s;
-    pred.pipeline_s = std::max(pred.pipeline_s, timing.time_s);
-    for (size_t i = 0; i < pipe.stages.size(); ++i) {
-      StagePrediction sp;
-      sp.cost = costs[i];
-      sp.p2p_next_s = i < p2p.size() ? p2p[i] : 0.0;
-      sp.last_backward_end_s = timing.last_backward_end_s[i];
-      sp.dp_sync_s = dp.sync_s[k][i];
-      pred.stages[k].push_back(sp);
-    }
+Seconds Predictor::AllReduceOver(const std::vector<int>& devices, Bytes bytes) const {
+  if (!settings_.ring_collectives) return GroupAllReduceTime(cluster_, devices, bytes);
+  if (devices.size() < 2) return 0;
+  std::vector<int> ring = devices;
+  std::sort(ring.begin(), ring.end());
+  std::vector<const spec::LinkClass*> hops;
+  for (size_t i = 0; i < ring.size(); ++i) {
+    hops.push_back(&cluster_.LinkBetween(ring[i], ring[(i + 1) % ring.size()]));
   }
-  // Pass 2: a stage's DP sync starts when every stage sharing one of its segments is done.
-  std::vector<Seconds> segment_ready(dp.segments.size(), 0.0);
-  for (size_t si = 0; si < dp.segments.size(); ++si) {
-    for (const auto& [kk, ii] : dp.segments[si].holders) {
-      segment_ready[si] = std::max(
-          segment_ready[si],
-          pred.stages[static_cast<size_t>(kk)][static_cast<size_t>(ii)].last_backward_end_s);
-    }
-  }
-  Seconds worst_mem_excess = 0;
-  for (size_t k = 0; k < np; ++k) {
+  return HeterogeneousRingAllReduceTime(bytes, hops);
+}
+
+void Predictor::FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp,
+                                   Prediction* pred) const {
+  Bytes worst_mem_excess = 0;
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     const int p = pipe.num_stages();
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& st = pipe.stages[i];
-      StagePrediction& sp = pred.stages[k][i];
-      sp.dp_start_s = sp.last_backward_end_s;
-      for (int si : dp.stage_segments[k][i]) {
-        if (dp.segments[static_cast<size_t>(si)].sync_s > 0) {
-          sp.dp_start_s = std::max(sp.dp_start_s, segment_ready[static_cast<size_t>(si)]);
-        }
-      }
+      StagePrediction& sp = pred->stages[k][i];
       const int type = cluster_.device(st.devices.front()).type;
       sp.device_type = type;
-      const double params =
-          StageParamsPerDevice(model_, st.num_blocks, st.has_embedding, st.has_head, st.tp_degree);
-      const int64_t group = dp.min_group_size[k][i];
-      const bool zero = plan.optimizer_sharding == spec::OptimizerSharding::kZero1;
-      sp.optimizer_s = OptimizerTime(type, zero ? params / static_cast<double>(group) : params,
-                                     GroupRate(rates, st.devices));
-      sp.finish_s = sp.dp_start_s + sp.dp_sync_s + sp.optimizer_s;
-      pred.optimizer_s = std::max(pred.optimizer_s, sp.optimizer_s);
-      if (sp.finish_s > pred.iteration_s) {
-        pred.iteration_s = sp.finish_s;
-        pred.exposed_dp_s = sp.finish_s - sp.optimizer_s - pred.pipeline_s;
-      }
-      // Memory.
       StageMemoryInput in;
       in.num_blocks = st.num_blocks;
       in.has_embedding = st.has_embedding;
@@ -355,18 +312,18 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
       in.in_flight = plan.schedule == spec::PipelineSchedule::k1F1B
                          ? sched::OneFOneBInFlight(p, static_cast<int>(i), pipe.micro_batches)
                          : pipe.micro_batches;
-      in.dp_degree = group;
+      in.dp_degree = dp.min_group_size[k][i];
       in.recompute = plan.recompute;
       in.sharding = plan.optimizer_sharding;
       sp.memory = StageMemoryPerDevice(model_, in, settings_);
       sp.capacity = cluster_.device_types[static_cast<size_t>(type)].memory_bytes;
-      auto& peak = pred.peak_memory_per_type[static_cast<size_t>(type)];
+      auto& peak = pred->peak_memory_per_type[static_cast<size_t>(type)];
       peak = std::max(peak, sp.memory.total());
       const Bytes excess = sp.memory.total() - sp.capacity;
       if (excess > 0 && excess > worst_mem_excess) {
         worst_mem_excess = excess;
-        pred.fits_memory = false;
-        pred.memory_violation = fmt::format(
+        pred->fits_memory = false;
+        pred->memory_violation = fmt::format(
             "pipelines[{}].stages[{}] ({} blocks{}{}, tp {}, b {}, {} in flight) needs {:.2f} GiB "
             "per '{}' device but it has {:.2f} GiB (weights {:.2f}, grads {:.2f}, optimizer "
             "{:.2f}, activations {:.2f}, buffers {:.2f})",
@@ -378,7 +335,7 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
       }
     }
   }
-  pred.model_flops = ModelFlopsPerIteration(model_, train_.global_batch, train_.seq_len);
+  pred->model_flops = ModelFlopsPerIteration(model_, train_.global_batch, train_.seq_len);
   double peak_sum = 0;
   for (const spec::PipelinePlan& pipe : plan.pipelines) {
     for (const spec::StagePlan& st : pipe.stages) {
@@ -389,12 +346,11 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
       }
     }
   }
-  if (pred.iteration_s > 0) {
-    pred.tokens_per_s =
-        static_cast<double>(train_.global_batch * train_.seq_len) / pred.iteration_s;
-    if (peak_sum > 0) pred.mfu = Mfu(pred.model_flops, pred.iteration_s, peak_sum);
+  if (pred->iteration_s > 0) {
+    pred->tokens_per_s =
+        static_cast<double>(train_.global_batch * train_.seq_len) / pred->iteration_s;
+    if (peak_sum > 0) pred->mfu = Mfu(pred->model_flops, pred->iteration_s, peak_sum);
   }
-  return pred;
 }
 
 }  // namespace motley::perf

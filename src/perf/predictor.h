@@ -1,16 +1,22 @@
-// Iteration-time predictor (DESIGN.md §8): closed-form time of a plan's training step on a cluster,
-// for uneven pipelines and replicas of different shapes: per-stage forward/backward time (compute
-// model + TP all-reduces + recompute, times the slowest device's straggler rate), 1F1B or GPipe
-// pipeline time with p2p on each boundary, exposed data-parallel gradient sync (per-layer groups:
-// every stage in any pipeline holding the layer) and the optimizer step; plus memory per device,
-// tokens/s and MFU. The simulator (sim/) replays the same schedule event by event; on homogeneous
-// pipelines the two agree (tested).
+// Iteration-time predictor (DESIGN.md §8): the time of a plan's training step on a cluster, for
+// uneven pipelines and replicas of different shapes, modelled on the step motley's runtime runs
+// (predict_step.cc): per-stage forward/backward time (compute model + TP all-reduces + recompute
+// + the stage's transfer copies, times the slowest device's straggler rate); each pipeline's
+// action list walked with eager sends over its boundary links (perf/step_model.h); per-layer
+// data-parallel gradient all-reduces in layer order (every stage in any pipeline holding the
+// layer); the world all-reduce of loss and gradient norm; the optimizer step; and the skew the
+// per-step metrics all-gather leaves between ranks (the step is the makespan from the earliest
+// rank's start to the latest rank's end, as the runtime reports it). Plus memory per device,
+// tokens/s and MFU. PipelineClosedForm (below) is the planner's fast closed-form estimate of one
+// pipeline. The simulator (sim/) replays the pipeline phase event by event with bandwidth sharing
+// and shares the rest of the step with the predictor (PredictWith).
 //
 // Ownership: a Predictor keeps references to the cluster, model, train spec and compute model,
 // which must outlive it. Thread safety: const methods are thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -79,6 +85,13 @@ class Predictor {
 
   // Predicts a plan that passes spec::ValidatePlan (not re-checked here).
   Prediction Predict(const spec::Plan& plan, const StragglerRates& rates = {}) const;
+  // The pipeline phase of every pipeline: from each stage's ready time ([pipeline][stage]) to the
+  // end of its last pipeline action (forward, backward or transfer).
+  using PipelinePhase = std::function<std::vector<std::vector<Seconds>>(
+      const std::vector<std::vector<Seconds>>& ready_s)>;
+  // Predict with the pipeline phase computed by `phase` (the predictor's own walk when empty).
+  Prediction PredictWith(const spec::Plan& plan, const StragglerRates& rates,
+                         const PipelinePhase& phase) const;
 
   // Building blocks shared with the simulator and the planner.
   StageCost StageCostOf(const spec::StagePlan& stage, int64_t micro_batch_size,
@@ -104,6 +117,13 @@ class Predictor {
   // Boundary time of stages[i] -> stages[i+1] of a pipeline: the slower of the activation and the
   // gradient direction under NIC sharing.
   Seconds BoundaryTime(const spec::PipelinePlan& pipe, size_t i, const NicSharers& sharers) const;
+  // Activation (i -> i+1) and gradient (i+1 -> i) transfer time of each boundary of a pipeline,
+  // under NIC sharing when the settings model it.
+  struct BoundaryLinks {
+    std::vector<Seconds> fwd_s;
+    std::vector<Seconds> bwd_s;
+  };
+  BoundaryLinks PipelineLinks(const spec::PipelinePlan& pipe, const NicSharers& sharers) const;
   Bytes ActivationMessageBytes(int64_t micro_batch_size) const;
   // Optimizer step of a stage's devices (memory-bound: bytes touched per parameter / bandwidth).
   Seconds OptimizerTime(int device_type, double params_per_device, double rate) const;
@@ -129,6 +149,12 @@ class Predictor {
   const ComputeModel& compute() const { return compute_; }
 
  private:
+  // Memory per stage (and the worst violation), tokens/s and MFU of a predicted step.
+  void FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp, Prediction* pred) const;
+  // All-reduce of `bytes` over concrete devices: a ring in id order with ring_collectives (the
+  // runtime's), else GroupAllReduceTime's best algorithm.
+  Seconds AllReduceOver(const std::vector<int>& devices, Bytes bytes) const;
+
   const spec::ClusterSpec& cluster_;
   const spec::ModelSpec& model_;
   const spec::TrainSpec& train_;

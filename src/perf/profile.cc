@@ -97,6 +97,8 @@ Result<Profile> ParseJson(const json& root, std::string_view name) {
       }
       dp.entries.push_back(entry);
     }
+    MOTLEY_RETURN_IF_ERROR(
+        ReadNumber(dev, "step_s_per_param", where, &dp.step_s_per_param, false));
     profile.devices.push_back(std::move(dp));
   }
   return profile;
@@ -141,7 +143,9 @@ std::string ProfileToJson(const Profile& profile) {
                          {"head_forward_s", e.head_forward_s},
                          {"head_backward_s", e.head_backward_s}});
     }
-    devices.push_back({{"device_type", dp.device_type}, {"entries", entries}});
+    json device = {{"device_type", dp.device_type}, {"entries", entries}};
+    if (dp.step_s_per_param > 0) device["step_s_per_param"] = dp.step_s_per_param;
+    devices.push_back(std::move(device));
   }
   root["devices"] = devices;
   return root.dump(2) + "\n";

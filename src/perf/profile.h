@@ -30,6 +30,9 @@ struct ProfileEntry {
 struct DeviceProfile {
   std::string device_type;  // a DeviceType name of the cluster
   std::vector<ProfileEntry> entries;
+  // Per-step work per parameter a device holds: zeroing the gradients, the gradient-norm pass and
+  // the AdamW update, seconds per parameter (0: not measured; the fallback's memory-bound model).
+  Seconds step_s_per_param = 0;
 };
 
 struct Profile {

@@ -8,6 +8,16 @@ PerfSettings DefaultSettings(const spec::ClusterSpec& cluster) {
   for (const spec::DeviceType& type : cluster.device_types) {
     if (type.vendor == "cpu" || type.peak_bf16_flops <= 0) settings.precision = spec::Precision::kFp32;
   }
+  bool all_emulated = !cluster.device_types.empty();
+  for (const spec::DeviceType& type : cluster.device_types) {
+    all_emulated = all_emulated && type.is_emulated();
+  }
+  if (all_emulated) {
+    settings.nic_contention = false;
+    settings.ring_collectives = true;
+    settings.sequence_parallel = false;
+    settings.flash_attention = false;
+  }
   return settings;
 }
 

@@ -14,10 +14,22 @@ struct PerfSettings {
   spec::Precision precision = spec::Precision::kBf16;
   bool sequence_parallel = true;  // Megatron SP: norms/dropout activations split across TP ranks
   bool flash_attention = true;    // fused attention: no s x s score tensor stored or streamed
+  // Pipeline transfers that leave (enter) a node at the same time share its NIC bandwidth. Off
+  // for emulated clusters: the runtime's link emulation charges each rank pair's link on its own.
+  bool nic_contention = true;
+  // Collectives run as motley's ring engine runs them (comm/ring_collectives.cc): one ring in rank
+  // order, every step bounded by its slowest hop. Off: the best of a ring and a two-level
+  // hierarchy (what NCCL's tuner would pick).
+  bool ring_collectives = false;
+  // Groups of at most this many ranks get the exact step-by-step ring recurrence (per-rank exit
+  // times under skewed entries); larger ones the bound max(entry) + steps * slowest hop.
+  int exact_ring_max_ranks = 64;
 };
 
 // fp32 when any device type of the cluster is a CPU or lacks a bf16 peak, else mixed bf16; SP and
-// fused attention on.
+// fused attention on. When every device type is emulated (the cluster runs on motley's runtime
+// with link emulation): no NIC contention, ring collectives, no SP and no fused attention (the
+// CPU kernels have neither).
 PerfSettings DefaultSettings(const spec::ClusterSpec& cluster);
 
 // Bytes of one activation / weight element in the compute precision (2 or 4).

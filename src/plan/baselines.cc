@@ -20,7 +20,7 @@ double ComputeBoundTokensPerSecond(const perf::Predictor& predictor,
   for (size_t t = 0; t < best.size(); ++t) {
     for (int64_t b : micro_batch_sizes) {
       for (int tp : tp_degrees) {
-        if (model.num_heads % tp != 0) continue;
+        if (!model.SplitsForTensorParallel(tp)) continue;
         const perf::PassTimes pt = predictor.compute().Block(static_cast<int>(t), tp, b, s);
         // FLOP/s one device achieves on a block (its 1/tp share of 3 x forward FLOPs).
         const double rate = 3.0 * perf::BlockForwardFlops(model, b, s) / tp / (pt.forward_s + pt.backward_s);
@@ -41,7 +41,7 @@ Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const Planne
   std::optional<Candidate> best;
   std::string last_error = "no shape dp * pp * tp uses all devices";
   for (int tp : options.tp_degrees) {
-    if (n % tp != 0) continue;
+    if (n % tp != 0 || !model.SplitsForTensorParallel(tp)) continue;
     for (int pp = 1; pp <= model.num_blocks && pp <= n / tp; ++pp) {
       if ((n / tp) % pp != 0) continue;
       const int dp = n / tp / pp;

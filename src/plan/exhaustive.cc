@@ -55,8 +55,7 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
       if (n.device_type == cluster.device_types[t].name) smallest_node = std::min(smallest_node, n.device_count);
     }
     for (int d : options.tp_degrees) {
-      if (d <= smallest_node && model.num_heads % d == 0 && model.num_kv_heads % d == 0 &&
-          model.ffn_hidden % d == 0 && model.vocab_size % d == 0) {
+      if (d <= smallest_node && model.SplitsForTensorParallel(d) && model.vocab_size % d == 0) {
         tps[t].push_back(d);
       }
     }

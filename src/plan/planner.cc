@@ -284,8 +284,7 @@ std::vector<int> ValidTp(const spec::ClusterSpec& cluster, const spec::ModelSpec
   }
   std::vector<int> out;
   for (int d : options.tp_degrees) {
-    if (d >= 1 && d <= smallest_node && model.num_heads % d == 0 && model.num_kv_heads % d == 0 &&
-        model.ffn_hidden % d == 0 && model.vocab_size % d == 0) {
+    if (d <= smallest_node && model.SplitsForTensorParallel(d) && model.vocab_size % d == 0) {
       out.push_back(d);
     }
   }

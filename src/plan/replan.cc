@@ -32,6 +32,41 @@ std::map<int, Holding> Holdings(const spec::Plan& plan) {
   return out;
 }
 
+// Re-splits often tie (the step is bound elsewhere): shifts each stage boundary of the re-split
+// back toward where it is in `current`, one block at a time, while the predicted step does not
+// get slower and the plan fits, so that among equally fast splits the one moving least state wins.
+void TowardCurrent(const perf::Predictor& predictor, const spec::Plan& current,
+                   const perf::StragglerRates& rates, LayoutEval* ev) {
+  spec::Plan& plan = ev->plan;
+  bool moved = true;
+  while (moved) {
+    moved = false;
+    for (size_t k = 0; k < plan.pipelines.size() && k < current.pipelines.size(); ++k) {
+      const auto& old = current.pipelines[k].stages;
+      if (plan.pipelines[k].stages.size() != old.size()) continue;
+      for (size_t i = 0; i + 1 < old.size(); ++i) {
+        const int64_t want = old[i].end_block();
+        const int64_t have = plan.pipelines[k].stages[i].end_block();
+        if (want == have) continue;
+        spec::Plan cand = plan;
+        auto& cs = cand.pipelines[k].stages;
+        const int64_t step = want > have ? 1 : -1;
+        cs[i].num_blocks += step;
+        cs[i + 1].num_blocks -= step;
+        if (cs[i].num_blocks < 0 || cs[i + 1].num_blocks < 0) continue;
+        if (cs[i].num_blocks == 0 && !cs[i].has_embedding && !cs[i].has_head) continue;
+        if (cs[i + 1].num_blocks == 0 && !cs[i + 1].has_embedding && !cs[i + 1].has_head) continue;
+        cs[i + 1].first_block = cs[i].end_block();
+        perf::Prediction pred = predictor.Predict(cand, rates);
+        if (!pred.fits_memory || pred.iteration_s > ev->prediction.iteration_s * (1 + 1e-9)) continue;
+        plan = std::move(cand);
+        ev->prediction = std::move(pred);
+        moved = true;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void MovedState(const perf::Predictor& predictor, const spec::Plan& current, const spec::Plan& next,
@@ -102,6 +137,7 @@ Result<ReplanResult> Replan(const perf::Predictor& predictor, const spec::Plan& 
   es.schedule = current.schedule;
   es.zero1 = current.optimizer_sharding == spec::OptimizerSharding::kZero1;
   LayoutEval ev = evaluator.Evaluate(layout, es);
+  if (ev.feasible) TowardCurrent(predictor, current, rates, &ev);
   if (ev.feasible) {
     // Keep the blocks where they are when the re-split is not faster (no needless moves).
     if (ev.prediction.iteration_s < result.current.candidate.prediction.iteration_s) {

@@ -29,11 +29,18 @@ TEST(ReplanTest, StragglerShiftsWorkAndShortHorizonMovesLittle) {
   EXPECT_LT(long_run->chosen.candidate.prediction.iteration_s, 0.9 * before);
   EXPECT_LT(long_run->rebalanced.candidate.prediction.iteration_s, before);
   EXPECT_TRUE(spec::ValidatePlan(long_run->chosen.candidate.plan, w->cluster, w->model, w->train).ok());
-  // The re-split of the current layout moves less state than any fresh plan.
+  // The re-split of the current layout moves less state than any fresh plan with as many
+  // pipelines. (A fresh plan of another width can keep more blocks in place by chance: here the
+  // single 8-stage pipeline keeps all but three, since the step is bound by the other pipeline's
+  // data-parallel tail and many re-splits tie.)
   ASSERT_FALSE(long_run->fresh.empty());
+  int same_width = 0;
   for (const ReplanChoice& f : long_run->fresh) {
-    EXPECT_LE(long_run->rebalanced.moved_bytes, f.moved_bytes);
+    if (f.candidate.plan.pipelines.size() != current->pipelines.size()) continue;
+    ++same_width;
+    EXPECT_LT(long_run->rebalanced.moved_bytes, f.moved_bytes) << f.candidate.description;
   }
+  EXPECT_GT(same_width, 0);
   EXPECT_EQ(long_run->current.moved_bytes, 0);
   // A horizon of one step: moving anything costs more than it gains.
   options.horizon_steps = 1;

@@ -1,10 +1,14 @@
-// Discrete-event simulator (DESIGN.md §8): replays a plan's schedule, the same sched::Schedule
-// action lists the runtime executes, on the cluster: compute actions take the predictor's stage
-// costs (times each TP group's straggler rate), communication batches follow the schedule's
-// rendezvous contract with transfers sharing NIC bandwidth (sim/network.h), DpSync waits for every
-// stage sharing a layer (perf's per-layer groups) and lasts the group's all-reduce time, then the
-// optimizer step. Outputs the iteration time, busy and idle time per device and, on request, a
-// Chrome trace (Perfetto) of the step.
+// Discrete-event simulator (DESIGN.md §8): replays the pipeline phase of a plan's step event by
+// event, on the same sched::Schedule action lists the runtime executes: compute actions take the
+// predictor's stage costs (times each TP group's straggler rate); sends are eager, each transfer
+// a flow queued behind the previous one over the same boundary and direction and, when the
+// predictor's settings model NIC contention, sharing node NIC bandwidth with concurrent flows
+// (sim/network.h); a batch of transfers waits for its receives. The rest of the step (zeroing,
+// per-layer data-parallel all-reduces, the loss/norm all-reduce, the optimizer step, the skew
+// between ranks) is the predictor's step model (Predictor::PredictWith), so simulator and
+// predictor differ only where the event replay differs from the predictor's pipeline walk:
+// bandwidth sharing. Outputs the iteration time, busy and idle time per device and, on request,
+// a Chrome trace (Perfetto) of the step.
 //
 // Granularity: with `dedupe_identical_pipelines`, pipelines of identical shape (device types, TP
 // degrees, blocks, micro-batches, boundary links, straggler rates) are simulated once and the

@@ -30,6 +30,11 @@ struct ModelSpec {
   // Final RMSNorm + LM head (untied).
   int64_t HeadParams() const { return hidden + vocab_size * hidden; }
   int64_t TotalParams() const;
+  // Whether Megatron TP of `degree` can split this model: degree >= 1 divides NH, NKV and F.
+  bool SplitsForTensorParallel(int64_t degree) const {
+    return degree >= 1 && num_heads % degree == 0 && num_kv_heads % degree == 0 &&
+           ffn_hidden % degree == 0;
+  }
 };
 
 // Structural checks (positive sizes, heads divide hidden, kv heads divide heads, even head size

@@ -1,7 +1,7 @@
 // See op_costs.h: the one table of FLOPs and bytes per Backend op.
-#include "backend/emulated/op_costs.h"
+#include "spec/op_costs.h"
 
-namespace motley::backend::costs {
+namespace motley::spec::costs {
 
 namespace {
 constexpr double kElem = 4.0;  // bytes of an f32 or i32 element
@@ -122,4 +122,4 @@ OpCost CopyBytes(double bytes) {
   return {0.0, 2.0 * bytes};
 }
 
-}  // namespace motley::backend::costs
+}  // namespace motley::spec::costs

@@ -1,0 +1,362 @@
+// Predictor::Predict: one steady-state training step as motley's runtime runs it on every rank
+// (parallel/parallel_rank.cc, train/parallel_trainer.cc), rank by rank:
+//   start (skewed by the previous step's metrics all-gather) -> zero the gradients -> the
+//   pipeline phase (each stage's action list, eager sends; a TP group moves in lockstep from its
+//   latest rank's start) -> per-layer data-parallel all-reduces in layer order (embedding,
+//   blocks, head), each staged through host memory -> the gradient-norm pass (pipeline 0) -> the
+//   world all-reduce of loss and norm -> the optimizer step -> the metrics all-gather and the
+//   plan-switch agreement (a chain broadcast of one length from rank 0) before the next step.
+// Collectives are rings in rank order (perf/step_model.h) with ring_collectives, else the best of
+// ring and hierarchy entered by the group's latest member. The step time is the makespan: the
+// latest rank's end minus the earliest rank's start. Two passes: the first, with all ranks
+// starting together, gives each rank's end and so the skew the metrics all-gather leaves; the
+// second is the steady-state step.
+#include <algorithm>
+#include <map>
+
+
+#include "perf/comm_model.h"
+#include "perf/predictor.h"
+#include "perf/step_model.h"
+
+namespace motley::perf {
+namespace {
+
+constexpr double kLossNormDoubles = 2.0;  // parallel_rank.cc: loss sum and gradient-norm share
+constexpr double kMetricsDoubles = 10.0;  // parallel_trainer.cc: fields gathered per rank
+constexpr double kPlanAgreementBytes = 8.0;  // train/plan_switch.cc: broadcast length (no switch)
+
+struct Rank {
+  int device = 0;
+  int pipeline = 0;
+  int stage = 0;
+  int tp_rank = 0;
+  int type = 0;
+  double rate = 1;
+  double params = 0;       // local parameters
+  double norm_params = 0;  // parameters it counts for the gradient norm
+};
+
+// One data-parallel all-reduce of one layer over a group of ranks.
+struct DpGroup {
+  std::vector<int> ranks;  // world ranks, ascending (the communicator's order)
+  std::vector<Hop> hops;   // ring hops in that order
+  int64_t numel = 0;       // elements per rank
+  std::vector<double> staging_s;  // per member: pack + unpack
+};
+
+// Parameters of layer `id` (0 embedding, 1..L blocks, L+1 head) on a TP rank of degree tp.
+double LayerParams(const spec::ModelSpec& m, int64_t id, int tp, bool sharded_only) {
+  const double c = static_cast<double>(m.hidden);
+  const double v = static_cast<double>(m.vocab_size);
+  if (id == 0) return sharded_only ? 0.0 : v * c;
+  if (id == m.num_blocks + 1) return sharded_only ? 0.0 : c + v * c;
+  const double norms = 2.0 * c;
+  return (static_cast<double>(m.BlockParams()) - norms) / tp + (sharded_only ? 0.0 : norms);
+}
+
+bool Holds(const spec::StagePlan& s, int64_t id, int64_t num_blocks) {
+  if (id == 0) return s.has_embedding;
+  if (id == num_blocks + 1) return s.has_head;
+  return s.first_block <= id - 1 && id - 1 < s.end_block();
+}
+
+}  // namespace
+
+Predictor::BoundaryLinks Predictor::PipelineLinks(const spec::PipelinePlan& pipe,
+                                                  const NicSharers& sharers) const {
+  BoundaryLinks links;
+  for (size_t i = 0; i + 1 < pipe.stages.size(); ++i) {
+    const auto na = static_cast<size_t>(cluster_.device(pipe.stages[i].devices.front()).node);
+    const auto nb = static_cast<size_t>(cluster_.device(pipe.stages[i + 1].devices.front()).node);
+    links.fwd_s.push_back(P2PTimeBetween(pipe.stages[i], pipe.stages[i + 1], pipe.micro_batch_size,
+                                         sharers.egress[na], sharers.ingress[nb]));
+    links.bwd_s.push_back(P2PTimeBetween(pipe.stages[i], pipe.stages[i + 1], pipe.micro_batch_size,
+                                         sharers.ingress[nb], sharers.egress[na]));
+  }
+  return links;
+}
+
+Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rates) const {
+  return PredictWith(plan, rates, {});
+}
+
+Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& rates,
+                                  const PipelinePhase& phase) const {
+  Prediction pred;
+  const size_t np = plan.pipelines.size();
+  const int64_t L = model_.num_blocks;
+  pred.stages.resize(np);
+  pred.pipeline_time_s.resize(np);
+  pred.peak_memory_per_type.assign(cluster_.device_types.size(), 0.0);
+  const DpGroups dp = ComputeDpGroups(plan);
+  const NicSharers sharers = CountNicSharers(plan);
+  const bool zero = plan.optimizer_sharding == spec::OptimizerSharding::kZero1;
+
+  // World ranks: the plan's devices in ascending id order (the runtime's rank order).
+  std::vector<Rank> ranks;
+  for (size_t k = 0; k < np; ++k) {
+    const spec::PipelinePlan& pipe = plan.pipelines[k];
+    for (size_t i = 0; i < pipe.stages.size(); ++i) {
+      const spec::StagePlan& st = pipe.stages[i];
+      double params = 0;
+      double norm_first = 0;   // TP rank 0 counts every local parameter for the norm
+      double norm_others = 0;  // other TP ranks only their shards
+      for (int64_t id = 0; id <= L + 1; ++id) {
+        if (!Holds(st, id, L)) continue;
+        params += LayerParams(model_, id, st.tp_degree, false);
+        norm_first += LayerParams(model_, id, st.tp_degree, false);
+        norm_others += LayerParams(model_, id, st.tp_degree, true);
+      }
+      const double rate = GroupRate(rates, st.devices);
+      for (size_t j = 0; j < st.devices.size(); ++j) {
+        Rank r;
+        r.device = st.devices[j];
+        r.pipeline = static_cast<int>(k);
+        r.stage = static_cast<int>(i);
+        r.tp_rank = static_cast<int>(j);
+        r.type = cluster_.device(r.device).type;
+        r.rate = rate;
+        r.params = params;
+        if (k == 0) r.norm_params = j > 0 ? norm_others : norm_first;
+        ranks.push_back(r);
+      }
+    }
+  }
+  std::sort(ranks.begin(), ranks.end(), [](const Rank& a, const Rank& b) { return a.device < b.device; });
+  const size_t n = ranks.size();
+  std::map<int, int> rank_of_device;
+  for (size_t r = 0; r < n; ++r) rank_of_device[ranks[r].device] = static_cast<int>(r);
+  auto ring_hops = [&](const std::vector<int>& members) {
+    std::vector<Hop> hops;
+    if (members.size() < 2) return std::vector<Hop>(members.size());
+    for (size_t q = 0; q < members.size(); ++q) {
+      const int a = ranks[static_cast<size_t>(members[q])].device;
+      const int b = ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device;
+      const spec::LinkClass& link = cluster_.LinkBetween(a, b);
+      hops.push_back(Hop{link.latency_s, link.EffectiveBandwidth()});
+    }
+    return hops;
+  };
+  std::vector<int> world(n);
+  for (size_t r = 0; r < n; ++r) world[r] = static_cast<int>(r);
+  const std::vector<Hop> world_hops = ring_hops(world);
+  // When each directed device link is free of earlier transfers: the runtime's links queue
+  // across operations (a ring's last sends can still occupy a slow link when the next starts).
+  std::map<std::pair<int, int>, Seconds> link_free;
+  // Worlds above exact_ring_max_ranks: every collective takes the bound (no per-rank skew), links
+  // are not tracked across operations, and one pass is the steady step.
+  const bool exact = static_cast<int>(n) <= settings_.exact_ring_max_ranks;
+  auto load_free = [&](const std::vector<int>& members) {
+    std::vector<Seconds> free(members.size(), -1e300);
+    for (size_t q = 0; q < members.size() && members.size() > 1; ++q) {
+      auto it = link_free.find({ranks[static_cast<size_t>(members[q])].device,
+                                ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device});
+      if (it != link_free.end()) free[q] = it->second;
+    }
+    return free;
+  };
+  auto store_free = [&](const std::vector<int>& members, const std::vector<Seconds>& free) {
+    for (size_t q = 0; q < members.size() && members.size() > 1; ++q) {
+      link_free[{ranks[static_cast<size_t>(members[q])].device,
+                 ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device}] = free[q];
+    }
+  };
+  std::map<std::pair<std::vector<int>, double>, Seconds> best_cache;  // GroupAllReduceTime
+  // A collective over `members` entered at `entries`: per-member exits.
+  auto collective = [&](const std::vector<int>& members, const std::vector<Hop>& hops,
+                        const std::vector<Seconds>& entries, int steps, const RingChunkBytes& chunk,
+                        Bytes total_bytes, bool all_reduce) {
+    if ((settings_.ring_collectives || !all_reduce) && !exact) {
+      return RingCollectiveExits(entries, hops, steps, chunk, /*exact_max_ranks=*/1);
+    }
+    if (settings_.ring_collectives || !all_reduce) {
+      std::vector<Seconds> free = load_free(members);
+      std::vector<Seconds> exits = RingCollectiveExits(entries, hops, steps, chunk,
+                                                       settings_.exact_ring_max_ranks, &free);
+      store_free(members, free);
+      return exits;
+    }
+    std::vector<int> devices;
+    for (int m : members) devices.push_back(ranks[static_cast<size_t>(m)].device);
+    auto it = best_cache.find({devices, total_bytes});
+    if (it == best_cache.end()) {
+      it = best_cache.emplace(std::make_pair(devices, total_bytes),
+                              GroupAllReduceTime(cluster_, devices, total_bytes)).first;
+    }
+    const Seconds exit = *std::max_element(entries.begin(), entries.end()) + it->second;
+    return std::vector<Seconds>(entries.size(), exit);
+  };
+
+  // Data-parallel groups per layer, in layer order (parallel/grad_sync.cc).
+  const double grad_bytes = GradientElementBytes(settings_);
+  std::vector<DpGroup> groups;
+  for (int64_t id = 0; id <= L + 1; ++id) {
+    std::vector<const spec::StagePlan*> holders;
+    int degree = -1;
+    bool mixed = false;
+    for (const spec::PipelinePlan& pipe : plan.pipelines) {
+      for (const spec::StagePlan& st : pipe.stages) {
+        if (!Holds(st, id, L)) continue;
+        if (degree >= 0 && degree != st.tp_degree) mixed = true;
+        degree = st.tp_degree;
+        holders.push_back(&st);
+      }
+    }
+    if (holders.size() < 2) continue;
+    const int colors = mixed ? 1 : degree;
+    for (int color = 0; color < colors; ++color) {
+      DpGroup g;
+      for (const spec::StagePlan* st : holders) {
+        for (size_t j = 0; j < st->devices.size(); ++j) {
+          if (mixed || static_cast<int>(j) == color) g.ranks.push_back(rank_of_device[st->devices[j]]);
+        }
+      }
+      std::sort(g.ranks.begin(), g.ranks.end());
+      g.hops = ring_hops(g.ranks);
+      g.numel = static_cast<int64_t>(LayerParams(model_, id, mixed ? 1 : degree, false));
+      for (int r : g.ranks) {
+        const Rank& rk = ranks[static_cast<size_t>(r)];
+        const spec::StagePlan& st =
+            plan.pipelines[static_cast<size_t>(rk.pipeline)].stages[static_cast<size_t>(rk.stage)];
+        g.staging_s.push_back(
+            rk.rate * compute_.GradStaging(rk.type, LayerParams(model_, id, st.tp_degree, false)));
+      }
+      groups.push_back(std::move(g));
+    }
+  }
+
+  // Stage costs and links.
+  std::vector<std::vector<StageCost>> costs(np);
+  std::vector<BoundaryLinks> links(np);
+  for (size_t k = 0; k < np; ++k) {
+    const spec::PipelinePlan& pipe = plan.pipelines[k];
+    for (const spec::StagePlan& st : pipe.stages) {
+      costs[k].push_back(StageCostOf(st, pipe.micro_batch_size, plan.recompute, rates));
+    }
+    links[k] = PipelineLinks(pipe, sharers);
+  }
+  auto own_phase = [&](const std::vector<std::vector<Seconds>>& ready) {
+    std::vector<std::vector<Seconds>> ends(np);
+    std::map<std::vector<double>, std::vector<Seconds>> cache;  // identical pipelines
+    for (size_t k = 0; k < np; ++k) {
+      const spec::PipelinePlan& pipe = plan.pipelines[k];
+      std::vector<Seconds> f, b;
+      std::vector<double> key = {static_cast<double>(pipe.micro_batches)};
+      for (const StageCost& c : costs[k]) {
+        f.push_back(c.forward_s);
+        b.push_back(c.backward_s);
+        key.push_back(c.forward_s);
+        key.push_back(c.backward_s);
+      }
+      key.insert(key.end(), ready[k].begin(), ready[k].end());
+      key.insert(key.end(), links[k].fwd_s.begin(), links[k].fwd_s.end());
+      key.insert(key.end(), links[k].bwd_s.begin(), links[k].bwd_s.end());
+      auto it = cache.find(key);
+      if (it == cache.end()) {
+        it = cache.emplace(key, PipelinePhaseEnds(f, b, ready[k], links[k].fwd_s, links[k].bwd_s,
+                                                  pipe.micro_batches, plan.schedule))
+                 .first;
+      }
+      ends[k] = it->second;
+    }
+    return ends;
+  };
+
+  // One step from per-rank start times. Fills the per-stage fields of `pred` on the way.
+  std::vector<Seconds> optimizer_s(n);
+  auto step = [&](const std::vector<Seconds>& start) {
+    std::vector<std::vector<Seconds>> ready(np);
+    for (size_t k = 0; k < np; ++k) ready[k].assign(plan.pipelines[k].stages.size(), 0.0);
+    for (size_t r = 0; r < n; ++r) {
+      const Rank& rk = ranks[r];
+      Seconds& rd = ready[static_cast<size_t>(rk.pipeline)][static_cast<size_t>(rk.stage)];
+      rd = std::max(rd, start[r] + rk.rate * compute_.ZeroGrads(rk.type, rk.params));
+    }
+    const std::vector<std::vector<Seconds>> ends = phase ? phase(ready) : own_phase(ready);
+    std::vector<Seconds> t(n);
+    for (size_t r = 0; r < n; ++r) {
+      t[r] = ends[static_cast<size_t>(ranks[r].pipeline)][static_cast<size_t>(ranks[r].stage)];
+    }
+    const std::vector<Seconds> pipeline_end = t;
+    for (const DpGroup& g : groups) {
+      std::vector<Seconds> entries;
+      for (size_t q = 0; q < g.ranks.size(); ++q) {
+        entries.push_back(t[static_cast<size_t>(g.ranks[q])] + 0.5 * g.staging_s[q]);
+      }
+      const int size = static_cast<int>(g.ranks.size());
+      const std::vector<Seconds> exits =
+          collective(g.ranks, g.hops, entries, 2 * (size - 1),
+                     AllReduceChunks(g.numel, grad_bytes, size),
+                     static_cast<double>(g.numel) * grad_bytes, true);
+      for (size_t q = 0; q < g.ranks.size(); ++q) {
+        t[static_cast<size_t>(g.ranks[q])] = exits[q] + 0.5 * g.staging_s[q];
+      }
+    }
+    const std::vector<Seconds> dp_end = t;
+    for (size_t r = 0; r < n; ++r) {
+      t[r] += ranks[r].rate * compute_.GradNorm(ranks[r].type, ranks[r].norm_params);
+    }
+    t = collective(world, world_hops, t, 2 * (static_cast<int>(n) - 1),
+                   AllReduceChunks(static_cast<int64_t>(kLossNormDoubles), 8.0, static_cast<int>(n)),
+                   8.0 * kLossNormDoubles, true);
+    for (size_t r = 0; r < n; ++r) {
+      const Rank& rk = ranks[r];
+      const int64_t group =
+          dp.min_group_size[static_cast<size_t>(rk.pipeline)][static_cast<size_t>(rk.stage)];
+      optimizer_s[r] =
+          OptimizerTime(rk.type, zero ? rk.params / static_cast<double>(group) : rk.params, rk.rate);
+      t[r] += optimizer_s[r];
+    }
+    // Per-stage fields (max over the stage's ranks).
+    for (size_t k = 0; k < np; ++k) {
+      pred.stages[k].assign(plan.pipelines[k].stages.size(), StagePrediction{});
+    }
+    for (size_t r = 0; r < n; ++r) {
+      StagePrediction& sp =
+          pred.stages[static_cast<size_t>(ranks[r].pipeline)][static_cast<size_t>(ranks[r].stage)];
+      sp.last_backward_end_s = pipeline_end[r];
+      sp.dp_start_s = pipeline_end[r];
+      sp.dp_sync_s = std::max(sp.dp_sync_s, dp_end[r] - pipeline_end[r]);
+      sp.optimizer_s = std::max(sp.optimizer_s, optimizer_s[r]);
+      sp.finish_s = std::max(sp.finish_s, t[r]);
+    }
+    return t;
+  };
+
+  std::vector<Seconds> end = step(std::vector<Seconds>(n, 0.0));
+  if (exact && n > 1) {
+    const Bytes metrics_chunk = 8.0 * kMetricsDoubles;
+    std::vector<Seconds> start =
+        collective(world, world_hops, end, static_cast<int>(n) - 1,
+                   [metrics_chunk](int, int) { return metrics_chunk; }, 0.0, false);
+    std::vector<Seconds> free = load_free(world);
+    start = ChainBroadcastExits(start, world_hops, kPlanAgreementBytes, &free);
+    store_free(world, free);
+    const Seconds origin = *std::min_element(start.begin(), start.end());
+    for (Seconds& s0 : start) s0 -= origin;
+    for (auto& [link, t] : link_free) t -= origin;
+    end = step(start);
+  }
+
+  size_t last = 0;
+  for (size_t r = 0; r < n; ++r) {
+    if (end[r] > end[last]) last = r;
+  }
+  pred.iteration_s = n > 0 ? end[last] : 0.0;
+  for (size_t k = 0; k < np; ++k) {
+    pred.pipeline_time_s[k] = pred.stages[k].front().last_backward_end_s;
+    pred.pipeline_s = std::max(pred.pipeline_s, pred.pipeline_time_s[k]);
+    for (size_t i = 0; i < pred.stages[k].size(); ++i) {
+      StagePrediction& sp = pred.stages[k][i];
+      sp.cost = costs[k][i];
+      sp.p2p_next_s = i < links[k].fwd_s.size() ? std::max(links[k].fwd_s[i], links[k].bwd_s[i]) : 0.0;
+      pred.optimizer_s = std::max(pred.optimizer_s, sp.optimizer_s);
+    }
+  }
+  if (n > 0) pred.exposed_dp_s = std::max(0.0, pred.iteration_s - optimizer_s[last] - pred.pipeline_s);
+  FillMemoryAndRates(plan, dp, &pred);
+  return pred;
+}
+
+}  // namespace motley::perf

@@ -1,0 +1,67 @@
+// Building blocks of the predictor's step model (predictor.cc), written against what motley's
+// runtime does on the virtual clock (DESIGN.md §6, comm/ring_communicator.h):
+//  - a transfer of S bytes over a link occupies the sender's outgoing link to that peer for
+//    latency + S / bandwidth (transfers on one link queue), the sender does not wait for it
+//    (eager send), and the receiver continues at max(its clock, arrival);
+//  - a ring collective is a sequence of such transfers, rank r sending to r + 1 and receiving from
+//    r - 1 in every step;
+//  - a pipeline stage runs its sched action list, a batch of Send*/Recv* posting its sends at
+//    once and waiting for its receives.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/units.h"
+#include "spec/plan.h"
+
+namespace motley::perf {
+
+// Alpha-beta link: Time(S) = latency + S / bandwidth.
+struct Hop {
+  Seconds latency_s = 0;
+  BytesPerSecond bandwidth = 1e30;
+  Seconds Time(Bytes bytes) const { return latency_s + bytes / bandwidth; }
+};
+
+// Bytes rank `rank` sends in step `step` of a ring collective.
+using RingChunkBytes = std::function<Bytes(int step, int rank)>;
+
+// Exit time of every member of a ring collective of `steps` steps: members in ring order,
+// `entries[r]` when member r enters, `hops[r]` the link from member r to member r + 1 (mod n).
+// Exact recurrence for n <= exact_max_ranks (O(n * steps)); above it every member leaves at
+// max(entries) + steps * the slowest hop's time for the largest chunk.
+// `hop_free` (optional, one per hop, in and out): when each hop's link is free of earlier
+// transfers (the runtime's links queue across operations).
+std::vector<Seconds> RingCollectiveExits(const std::vector<Seconds>& entries,
+                                         const std::vector<Hop>& hops, int steps,
+                                         const RingChunkBytes& chunk_bytes, int exact_max_ranks,
+                                         std::vector<Seconds>* hop_free = nullptr);
+
+// Exit times of the runtime's chain broadcast of one chunk of `bytes` from member 0 (members in
+// chain order, `hops[r]` from member r to r + 1): each member forwards after it received.
+std::vector<Seconds> ChainBroadcastExits(const std::vector<Seconds>& entries,
+                                         const std::vector<Hop>& hops, Bytes bytes,
+                                         std::vector<Seconds>* hop_free = nullptr);
+
+// Chunk sizes of the runtime's ring all-reduce of `numel` elements of `element_bytes` over n
+// ranks (comm EvenCounts: the first numel % n chunks one element larger): reduce-scatter step s
+// sends chunk (r - s - 1) mod n, all-gather step s sends chunk (r - s) mod n. 2(n - 1) steps.
+RingChunkBytes AllReduceChunks(int64_t numel, double element_bytes, int n);
+
+// One pipeline's stages running their 1F1B or GPipe action lists with eager sends: stage i
+// starts at ready_s[i], a forward takes forward_s[i], a backward backward_s[i]; an activation
+// from stage i to i + 1 takes fwd_link_s[i] (queued on that link), a gradient from i + 1 to i
+// bwd_link_s[i]. Returns, per stage, when its last pipeline action ends. For m above
+// 2p + 4 micro-batches the ends are extrapolated from m' = 2p + 4 and m' + 1 (the schedule is
+// periodic in its steady state), so the cost is O(p^2) at most.
+std::vector<Seconds> PipelinePhaseEnds(const std::vector<Seconds>& forward_s,
+                                       const std::vector<Seconds>& backward_s,
+                                       const std::vector<Seconds>& ready_s,
+                                       const std::vector<Seconds>& fwd_link_s,
+                                       const std::vector<Seconds>& bwd_link_s,
+                                       int64_t micro_batches, spec::PipelineSchedule schedule);
+
+}  // namespace motley::perf

@@ -1,0 +1,104 @@
+// Tests of the step-model building blocks: ring collectives on the virtual clock (uniform ring,
+// a slow hop, skewed entries, queued links), the chain broadcast, the pipeline walk against the
+// 1F1B formula without communication and its steady-state extrapolation, and the emulated compute
+// model's TP shape.
+#include "perf/step_model.h"
+
+#include <gtest/gtest.h>
+
+#include "perf/emulated_compute_model.h"
+
+namespace motley::perf {
+namespace {
+
+RingChunkBytes Fixed(Bytes b) {
+  return [b](int, int) { return b; };
+}
+
+TEST(StepModelTest, RingAllReduceOnAUniformRingTakesTwoNMinusOneSteps) {
+  const std::vector<Hop> hops(4, Hop{1e-6, 1e9});
+  const std::vector<Seconds> exits = RingCollectiveExits({0, 0, 0, 0}, hops, 6, Fixed(1000), 64);
+  for (Seconds t : exits) EXPECT_NEAR(t, 6 * (1e-6 + 1e-6), 1e-15);
+}
+
+TEST(StepModelTest, SlowHopSerializesAndLateEntryDelaysEveryone) {
+  std::vector<Hop> hops(4, Hop{1e-6, 1e12});
+  hops[1] = Hop{50e-6, 1e12};  // member 1 -> 2 is slow: its sends queue on that link
+  const std::vector<Seconds> exits = RingCollectiveExits({0, 0, 0, 0}, hops, 6, Fixed(8), 64);
+  EXPECT_GE(exits[2], 6 * 50e-6);
+  std::vector<Seconds> entries = {0, 0, 0, 1e-3};
+  const std::vector<Seconds> late = RingCollectiveExits(entries, std::vector<Hop>(4, Hop{1e-6, 1e12}), 6, Fixed(8), 64);
+  for (Seconds t : late) EXPECT_GT(t, 1e-3);
+  // A link still busy from an earlier operation delays the first step.
+  std::vector<Seconds> busy = {5e-3, -1e300, -1e300, -1e300};
+  const std::vector<Seconds> queued = RingCollectiveExits({0, 0, 0, 0}, std::vector<Hop>(4, Hop{1e-6, 1e12}), 6, Fixed(8), 64, &busy);
+  EXPECT_GT(queued[1], 5e-3);
+  EXPECT_GT(busy[0], 5e-3);
+  // Above the exact limit: everyone leaves at max(entry) + steps * slowest hop.
+  const std::vector<Seconds> bound = RingCollectiveExits({0, 2e-6, 0, 0}, hops, 6, Fixed(8), 2);
+  for (Seconds t : bound) EXPECT_NEAR(t, 2e-6 + 6 * hops[1].Time(8), 1e-15);
+}
+
+TEST(StepModelTest, ChainBroadcastForwardsAlongTheChain) {
+  const std::vector<Hop> hops(3, Hop{1e-6, 1e12});
+  const std::vector<Seconds> exits = ChainBroadcastExits({0, 0, 5e-6}, hops, 8);
+  EXPECT_DOUBLE_EQ(exits[0], 0);
+  EXPECT_NEAR(exits[1], hops[0].Time(8), 1e-18);
+  EXPECT_NEAR(exits[2], 5e-6, 1e-15);  // already later than the arrival
+}
+
+TEST(StepModelTest, AllReduceChunksFollowEvenCounts) {
+  const RingChunkBytes c = AllReduceChunks(2, 8.0, 4);  // chunks of 1, 1, 0, 0 doubles
+  Bytes total = 0;
+  for (int r = 0; r < 4; ++r) total += c(0, r);
+  EXPECT_DOUBLE_EQ(total, 16.0);
+}
+
+TEST(StepModelTest, PipelineWalkMatchesTheFormulaAndExtrapolates) {
+  const std::vector<Seconds> f(4, 1.0), b(4, 2.0), ready(4, 0.0), c(3, 0.0);
+  for (int64_t m : {1, 4, 8, 40}) {
+    const std::vector<Seconds> ends = PipelinePhaseEnds(f, b, ready, c, c, m, spec::PipelineSchedule::k1F1B);
+    EXPECT_NEAR(ends[0], static_cast<double>(m + 3) * 3.0, 1e-9) << m;
+    const std::vector<Seconds> g = PipelinePhaseEnds(f, b, ready, c, c, m, spec::PipelineSchedule::kGPipe);
+    EXPECT_NEAR(g[0], static_cast<double>(m + 3) * 3.0, 1e-9) << m;
+  }
+  // Uneven stages and links: the extrapolated 60 micro-batches equal the exact walk's trend.
+  const std::vector<Seconds> f2 = {1.0, 2.5, 0.5}, b2 = {2.0, 4.0, 1.5}, r2 = {0, 0.1, 0.2};
+  const std::vector<Seconds> cf = {0.3, 0.7}, cb = {0.4, 0.2};
+  const auto e12 = PipelinePhaseEnds(f2, b2, r2, cf, cb, 11, spec::PipelineSchedule::k1F1B);
+  const auto e13 = PipelinePhaseEnds(f2, b2, r2, cf, cb, 12, spec::PipelineSchedule::k1F1B);
+  const auto e60 = PipelinePhaseEnds(f2, b2, r2, cf, cb, 60, spec::PipelineSchedule::k1F1B);
+  EXPECT_NEAR(e60[0], e12[0] + 49 * (e13[0] - e12[0]), 1e-9);
+  EXPECT_GT(e13[0] - e12[0], 6.5 - 1e-9);  // the bottleneck stage's f + b at least
+}
+
+TEST(EmulatedComputeModelTest, TensorParallelShardsTheBlockNotTheHead) {
+  spec::ClusterSpec cluster;
+  spec::DeviceType t;
+  t.name = "emu";
+  t.peak_fp32_flops = 1e10;
+  t.memory_bandwidth = 1e10;
+  t.emulated = spec::EmulatedProfile{1e10, 5e9};
+  cluster.device_types.push_back(t);
+  spec::ModelSpec m;
+  m.num_blocks = 2;
+  m.hidden = 64;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.ffn_hidden = 128;
+  m.vocab_size = 256;
+  const EmulatedComputeModel model(cluster, m);
+  const PassTimes one = model.Block(0, 1, 2, 16);
+  const PassTimes two = model.Block(0, 2, 2, 16);
+  EXPECT_LT(two.forward_s, one.forward_s);
+  EXPECT_LT(two.backward_s, one.backward_s);
+  EXPECT_GT(one.backward_s, one.forward_s);
+  EXPECT_DOUBLE_EQ(model.Head(0, 1, 2, 16).forward_s, model.Head(0, 2, 2, 16).forward_s);
+  EXPECT_GT(model.StageCopies(0, 1, 2, 16, true, true).backward_s,
+            model.StageCopies(0, 1, 2, 16, true, false).backward_s);
+  // AdamW is memory bound here: 28 bytes per parameter at 5 GB/s.
+  EXPECT_NEAR(model.OptimizerStep(0, 1e6), 28e6 / 5e9, 1e-12);
+}
+
+}  // namespace
+}  // namespace motley::perf
