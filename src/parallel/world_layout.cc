@@ -4,9 +4,24 @@
 #include <algorithm>
 #include <map>
 
+#include "core/check.h"
+
 namespace motley::parallel {
 
 Result<WorldLayout> WorldLayout::Build(const spec::Plan& plan) {
+  std::vector<int> devices;
+  for (const spec::PipelinePlan& pipe : plan.pipelines) {
+    for (const spec::StagePlan& stage : pipe.stages) {
+      devices.insert(devices.end(), stage.devices.begin(), stage.devices.end());
+    }
+  }
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  return Build(plan, devices);
+}
+
+Result<WorldLayout> WorldLayout::Build(const spec::Plan& plan,
+                                       const std::vector<int>& world_devices) {
   const std::string where = plan.source.empty() ? "plan" : plan.source;
   if (plan.pipelines.empty()) return Err("{}: pipelines: the plan has no pipeline", where);
   WorldLayout w;
@@ -41,11 +56,26 @@ Result<WorldLayout> WorldLayout::Build(const spec::Plan& plan) {
       w.stage_ranks_[p][s].resize(plan.pipelines[p].stages[s].devices.size());
     }
   }
-  for (auto& [device, info] : by_device) {
-    info.rank = static_cast<int>(w.ranks_.size());
-    w.stage_ranks_[static_cast<size_t>(info.pipeline)][static_cast<size_t>(info.stage)]
-                  [static_cast<size_t>(info.tp_rank)] = info.rank;
+  for (size_t r = 0; r < world_devices.size(); ++r) {
+    if (r > 0 && world_devices[r] <= world_devices[r - 1]) {
+      return Err("{}: the world's devices must be distinct and ascending", where);
+    }
+    const int device = world_devices[r];
+    auto it = by_device.find(device);
+    RankInfo info{static_cast<int>(r), device, -1, -1, -1, 1};
+    if (it != by_device.end()) {
+      info = it->second;
+      info.rank = static_cast<int>(r);
+      w.stage_ranks_[static_cast<size_t>(info.pipeline)][static_cast<size_t>(info.stage)]
+                    [static_cast<size_t>(info.tp_rank)] = info.rank;
+      ++w.active_;
+      by_device.erase(it);
+    }
     w.ranks_.push_back(info);
+  }
+  if (!by_device.empty()) {
+    return Err("{}: device {} is not one of the {} devices of the running world", where,
+               by_device.begin()->first, world_devices.size());
   }
   int64_t next = 0;
   w.samples_.resize(plan.pipelines.size());
@@ -60,7 +90,14 @@ Result<WorldLayout> WorldLayout::Build(const spec::Plan& plan) {
   return w;
 }
 
+std::vector<int> WorldLayout::devices() const {
+  std::vector<int> out;
+  for (const RankInfo& info : ranks_) out.push_back(info.device);
+  return out;
+}
+
 const spec::PipelinePlan& WorldLayout::pipeline_of(int r) const {
+  MOTLEY_CHECK(!rank(r).idle(), "WorldLayout: rank is idle in this plan");
   return plan_.pipelines[static_cast<size_t>(rank(r).pipeline)];
 }
 

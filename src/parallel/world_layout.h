@@ -3,7 +3,10 @@
 // on (DESIGN.md §4). Derived from a validated spec::Plan; the same on every rank.
 //
 // Ranks: world rank r drives the r-th smallest device id the plan uses (so a plan on devices
-// {0..N-1} maps rank r to device r).
+// {0..N-1} maps rank r to device r). A layout may also be built over a given world (the devices of
+// a running job, e.g. after a plan switch, parallel/migration.h): rank r then drives world device
+// r, and a rank whose device the plan leaves out is idle (RankInfo::idle(): no stage, no samples;
+// it still joins every world collective).
 // Transfers between stages of different TP degrees: activations and gradients are replicated on
 // every TP rank of a stage, so TP rank j of the receiving stage receives from TP rank
 // (j mod d_sender) of the sending stage, and each sender sends to every receiver it so serves.
@@ -27,6 +30,9 @@ struct RankInfo {
   int stage = 0;      // index into the pipeline's stages
   int tp_rank = 0;    // index into the stage's devices
   int tp_degree = 1;
+
+  // Left out of the plan (a layout over a given world only): pipeline, stage and tp_rank are -1.
+  bool idle() const { return pipeline < 0; }
 };
 
 // A contiguous range of sample indices of the global batch.
@@ -40,17 +46,25 @@ class WorldLayout {
   // Errors when the plan is structurally unusable (no pipelines, a device used twice, an empty
   // stage, a micro-batch count or size below 1); run spec::ValidatePlan first for the full check.
   static Result<WorldLayout> Build(const spec::Plan& plan);
+  // The plan over a fixed world: world rank r drives world_devices[r] (ascending, distinct ids).
+  // Errors also when the plan uses a device outside the world.
+  static Result<WorldLayout> Build(const spec::Plan& plan, const std::vector<int>& world_devices);
 
   int size() const { return static_cast<int>(ranks_.size()); }
+  // Ranks that hold a stage (size() minus the idle ones).
+  int active_size() const { return active_; }
+  // Device of each world rank, ascending.
+  std::vector<int> devices() const;
   const RankInfo& rank(int r) const { return ranks_.at(static_cast<size_t>(r)); }
   const std::vector<RankInfo>& ranks() const { return ranks_; }
   const spec::Plan& plan() const { return plan_; }
+  // The stage and pipeline of a non-idle rank.
   const spec::StagePlan& stage_of(int r) const;
   const spec::PipelinePlan& pipeline_of(int r) const;
   // World ranks of stage s of pipeline p, in TP-rank order.
   const std::vector<int>& stage_ranks(int p, int s) const;
 
-  // Peers of rank r's pipeline transfers (empty across the pipeline's ends).
+  // Peers of non-idle rank r's pipeline transfers (empty across the pipeline's ends).
   int ForwardSource(int r) const;                    // sender of r's activations; -1 on stage 0
   std::vector<int> ForwardDestinations(int r) const;  // receivers of r's activations
   int BackwardSource(int r) const;                   // sender of r's output gradient; -1 last
@@ -66,6 +80,7 @@ class WorldLayout {
   std::vector<std::vector<std::vector<int>>> stage_ranks_;  // [pipeline][stage] -> ranks
   std::vector<std::vector<SampleSlice>> samples_;
   int64_t global_batch_ = 0;
+  int active_ = 0;
 };
 
 }  // namespace motley::parallel

@@ -1,11 +1,11 @@
 // See shards.h.
-#include "train/checkpoint/shards.h"
+#include "model/shards.h"
 
 #include <algorithm>
 
 #include "core/check.h"
 
-namespace motley::train {
+namespace motley::model {
 
 namespace {
 
@@ -50,4 +50,4 @@ void PlaceSlice(std::span<float> full, const tensor::Shape& full_shape, int dim,
   });
 }
 
-}  // namespace motley::train
+}  // namespace motley::model
