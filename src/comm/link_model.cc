@@ -12,9 +12,13 @@ LinkMatrix::LinkMatrix(int world_size, LinkModel default_link)
   MOTLEY_CHECK(world_size > 0, "LinkMatrix needs at least one rank");
 }
 
-const LinkModel& LinkMatrix::link(int src, int dst) const {
+size_t LinkMatrix::Index(int src, int dst) const {
   MOTLEY_CHECK(src >= 0 && src < n_ && dst >= 0 && dst < n_, "LinkMatrix rank out of range");
-  return links_[static_cast<size_t>(src) * static_cast<size_t>(n_) + static_cast<size_t>(dst)];
+  return static_cast<size_t>(src) * static_cast<size_t>(n_) + static_cast<size_t>(dst);
+}
+
+const LinkModel& LinkMatrix::link(int src, int dst) const {
+  return links_[Index(src, dst)];
 }
 
 void LinkMatrix::Set(int src, int dst, LinkModel link) {
@@ -41,6 +45,39 @@ Status LinkMatrix::Validate() const {
     }
   }
   return Status::Ok();
+}
+
+void LinkMatrix::SetRateSchedule(int a, int b, std::vector<LinkRateChange> schedule) {
+  for (const LinkRateChange& c : schedule) {
+    MOTLEY_CHECK(c.rate > 0.0, "LinkMatrix::SetRateSchedule: rate must be > 0");
+  }
+  std::stable_sort(
+      schedule.begin(), schedule.end(),
+      [](const LinkRateChange& x, const LinkRateChange& y) { return x.step < y.step; });
+  if (schedules_.empty()) schedules_.resize(links_.size());
+  schedules_[Index(a, b)] = schedule;
+  schedules_[Index(b, a)] = std::move(schedule);
+}
+
+double LinkMatrix::RateAt(int src, int dst, int64_t step) const {
+  const size_t i = Index(src, dst);
+  if (schedules_.empty()) return 1.0;
+  double rate = 1.0;
+  for (const LinkRateChange& c : schedules_[i]) {
+    if (c.step > step) break;
+    rate = c.rate;
+  }
+  return rate;
+}
+
+LinkModel LinkMatrix::LinkAt(int src, int dst, int64_t step) const {
+  LinkModel l = link(src, dst);
+  const double rate = RateAt(src, dst, step);
+  if (rate != 1.0) {
+    l.latency_s /= rate;
+    l.bandwidth_bytes_per_s *= rate;
+  }
+  return l;
 }
 
 Seconds RingStepTime(const std::vector<LinkModel>& ring_links, Bytes step_bytes) {

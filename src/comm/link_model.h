@@ -1,9 +1,15 @@
 // Link emulation data (DESIGN.md §6): the latency and bandwidth charged for a transfer between two
 // ranks, and the alpha-beta times of the ring collectives that run over such links. The runtime
 // fills a LinkMatrix from the cluster spec's link classes; tests build one by hand.
-// Value types; thread-compatible (read-only sharing between rank threads is safe).
+// Straggler hook (issue 6): a per-pair rate schedule (LinkRateChange) slows a link from a given
+// step on; LinkAt(src, dst, step) is the link as charged in that step, and a communicator whose
+// Emulation carries the rank's step counter charges it.
+// Value types; thread-compatible (read-only sharing between rank threads is safe; set schedules
+// before the ranks start).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
@@ -21,6 +27,14 @@ struct LinkModel {
   Seconds TransferTime(Bytes bytes) const { return latency_s + bytes / bandwidth_bytes_per_s; }
 };
 
+// One entry of a link's straggler schedule: from step `step` on (1-based optimizer steps), the
+// link runs at `rate` times its nominal speed (0.5 = every transfer takes twice as long: latency
+// divided and bandwidth multiplied by the rate).
+struct LinkRateChange {
+  int64_t step = 0;
+  double rate = 1.0;
+};
+
 // Directed links between world ranks: link(src, dst). Every pair starts as `default_link`.
 class LinkMatrix {
  public:
@@ -32,9 +46,19 @@ class LinkMatrix {
   // Checks that every latency is >= 0 and every bandwidth > 0.
   Status Validate() const;
 
+  // Replaces the rate schedule of the pair a <-> b (both directions); entries need not be sorted,
+  // every rate must be > 0 (checked). An empty schedule restores the nominal link.
+  void SetRateSchedule(int a, int b, std::vector<LinkRateChange> schedule);
+  // The rate of src -> dst in step `step`: the last entry with entry.step <= step (1 when none).
+  double RateAt(int src, int dst, int64_t step) const;
+  // link(src, dst) as charged in step `step`: latency / rate, bandwidth * rate.
+  LinkModel LinkAt(int src, int dst, int64_t step) const;
+
  private:
+  size_t Index(int src, int dst) const;
   int n_;
-  std::vector<LinkModel> links_;  // n_ * n_, row = src
+  std::vector<LinkModel> links_;                        // n_ * n_, row = src
+  std::vector<std::vector<LinkRateChange>> schedules_;  // n_ * n_ (sorted by step), or empty
 };
 
 // What a communicator charges transfers to. `links` and `clock` are non-owning and must outlive
@@ -45,6 +69,10 @@ struct Emulation {
   // Charged bytes = real bytes * payload_scale. 1 in real runs; tests and studies may move a small
   // payload while charging the size of a large one (the charged count is what the clock sees).
   double payload_scale = 1.0;
+  // The rank's current optimizer step, written by the rank's training loop (non-owning; must
+  // outlive the communicator). Set: transfers are charged LinkAt(src, dst, *step) so that link
+  // rate schedules apply; nullptr: the nominal links.
+  const std::atomic<int64_t>* step = nullptr;
   bool enabled() const { return links != nullptr && clock != nullptr; }
 };
 

@@ -34,5 +34,21 @@ TEST(LinkMatrixTest, SetAndValidate) {
   EXPECT_NE(s.message().find("link 1->2: latency_s"), std::string::npos) << s.message();
 }
 
+TEST(LinkMatrixTest, RateScheduleSlowsOnePairFromAStepOn) {
+  LinkMatrix m(3, LinkModel{1e-3, 1e9});
+  m.SetRateSchedule(2, 0, {{20, 1.0}, {10, 0.25}});  // unsorted on purpose
+  EXPECT_DOUBLE_EQ(m.RateAt(0, 2, 9), 1.0);
+  EXPECT_DOUBLE_EQ(m.RateAt(0, 2, 10), 0.25);
+  EXPECT_DOUBLE_EQ(m.RateAt(2, 0, 19), 0.25);  // both directions
+  EXPECT_DOUBLE_EQ(m.RateAt(2, 0, 20), 1.0);
+  EXPECT_DOUBLE_EQ(m.RateAt(0, 1, 15), 1.0);  // other pairs untouched
+  // A quarter-speed link takes four times as long for any size.
+  EXPECT_DOUBLE_EQ(m.LinkAt(0, 2, 12).TransferTime(1e6), 4.0 * m.link(0, 2).TransferTime(1e6));
+  EXPECT_DOUBLE_EQ(m.LinkAt(0, 2, 25).TransferTime(1e6), m.link(0, 2).TransferTime(1e6));
+  EXPECT_DOUBLE_EQ(m.link(0, 2).bandwidth_bytes_per_s, 1e9);  // the nominal link is kept
+  m.SetRateSchedule(0, 2, {});
+  EXPECT_DOUBLE_EQ(m.RateAt(0, 2, 12), 1.0);
+}
+
 }  // namespace
 }  // namespace motley::comm

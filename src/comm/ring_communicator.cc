@@ -150,14 +150,19 @@ Result<std::unique_ptr<Communicator>> RingCommunicator::Split(int color, int key
 LinkModel RingCommunicator::Link(int dst_world) const {
   const Emulation& e = shared_->emulation;
   if (!e.enabled()) return LinkModel{0.0, std::numeric_limits<double>::infinity()};
-  return e.links->link(shared_->transport->world_rank(), dst_world);
+  const int src = shared_->transport->world_rank();
+  if (e.step != nullptr) return e.links->LinkAt(src, dst_world, *e.step);
+  return e.links->link(src, dst_world);
 }
 std::vector<LinkModel> RingCommunicator::RingLinks() const {
   std::vector<LinkModel> links;
   const Emulation& e = shared_->emulation;
   if (!e.enabled() || size() < 2) return links;
+  const int64_t step = e.step != nullptr ? e.step->load() : 0;
   for (int g = 0; g < size(); ++g) {
-    links.push_back(e.links->link(members_[Idx(g)], members_[Idx(Mod(g + 1))]));
+    const int src = members_[Idx(g)];
+    const int dst = members_[Idx(Mod(g + 1))];
+    links.push_back(e.step != nullptr ? e.links->LinkAt(src, dst, step) : e.links->link(src, dst));
   }
   return links;
 }

@@ -19,6 +19,7 @@ struct RunOptions {
   const LinkMatrix* links = nullptr;
   std::vector<VirtualClock>* clocks = nullptr;  // one per rank when links is set
   double payload_scale = 1.0;
+  const std::atomic<int64_t>* step = nullptr;  // every rank's step counter (link rate schedules)
   LocalWorldOptions world;
 };
 
@@ -35,6 +36,7 @@ inline std::vector<Status> RunLocal(int n, const std::function<Status(Communicat
         emu.links = options.links;
         emu.clock = &(*options.clocks)[static_cast<size_t>(r)];
         emu.payload_scale = options.payload_scale;
+        emu.step = options.step;
       }
       auto comm = world->Connect(r, options.comm, emu);
       if (!comm.ok()) {

@@ -70,6 +70,43 @@ double Formula(Op op, const std::vector<LinkModel>& ring, double bytes) {
 constexpr LinkModel kFast{5e-6, 10e9};
 constexpr LinkModel kSlow{5e-6, 1e9};
 
+// The straggler hook (issue 6): a link's rate schedule applies from its step on, as read from the
+// Emulation's step counter; the all-reduce then takes the ring time over the slowed link.
+TEST(LinkEmulationTest, ALinkRateScheduleAppliesFromItsStep) {
+  LinkMatrix links(3, kFast);
+  links.SetRateSchedule(1, 2, {{5, 0.25}});
+  const int64_t numel = 3 * 1024;
+  const double bytes = 4.0 * static_cast<double>(numel);
+  double before = 0.0;
+  for (int64_t step : {4, 5}) {
+    std::atomic<int64_t> counter{step};
+    std::vector<VirtualClock> clocks(3);
+    testing::RunOptions options;
+    options.links = &links;
+    options.clocks = &clocks;
+    options.step = &counter;
+    auto results = RunLocal(
+        3,
+        [&](Communicator& c) -> Status {
+          Tensor t = testing::RankInput(c.rank(), numel);
+          return c.AllReduce(t, ReduceOp::kSum);
+        },
+        options);
+    for (const Status& s : results) ASSERT_TRUE(s.ok()) << s.message();
+    double t = 0.0;
+    for (const VirtualClock& c : clocks) t = std::max(t, c.now());
+    const std::vector<LinkModel> ring = {links.LinkAt(0, 1, step), links.LinkAt(1, 2, step),
+                                         links.LinkAt(2, 0, step)};
+    EXPECT_NEAR(t, RingAllReduceTime(ring, bytes), 0.01 * t) << "step " << step;
+    if (step == 4) {
+      EXPECT_NEAR(t, RingAllReduceTime(Ring(links), bytes), 0.01 * t);  // nominal before
+      before = t;
+    } else {
+      EXPECT_GT(t, 3.0 * before);  // the slowest link bounds every ring step: about 4x
+    }
+  }
+}
+
 TEST(LinkEmulationTest, RingCollectivesMatchAlphaBetaWithinOnePercent) {
   std::printf("%-15s %2s %6s %-9s %12s %12s %9s\n", "op", "n", "MB", "links", "virtual_s",
               "formula_s", "rel_err");
