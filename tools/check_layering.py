@@ -19,6 +19,7 @@ ALLOWED = {
     "perf": {"core", "spec", "sched"},
     "sim": {"core", "spec", "sched", "perf"},
     "plan": {"core", "spec", "sched", "perf", "sim"},
+    "straggler": {"core", "spec", "sched", "perf", "sim", "plan"},
     "tensor": {"core"},
     "backend/cpu": {"core", "tensor"},
     "backend/cuda": {"core", "tensor", "backend/cpu"},
@@ -28,6 +29,7 @@ ALLOWED = {
     "parallel": {"core", "spec", "sched", "tensor", "comm", "model"},
     "train": {"core", "spec", "sched", "tensor", "backend/cpu", "backend/cuda",
               "backend/emulated", "comm", "model", "parallel"},
+    "elastic": None,  # links both halves (the trainer and the straggler loop), like cli
     "cli": None,  # may include anything
 }
 

@@ -214,6 +214,56 @@ TEST_F(CliTest, PlanCompareOnEmulatedCluster) {
   EXPECT_NE(no_plan.err.find("--plan"), std::string::npos) << no_plan.err;
 }
 
+// --auto-plan plans the run's cluster as `motley plan` does and trains under that plan; with
+// --resume it continues from the latest checkpoint. It excludes --plan.
+TEST_F(CliTest, AutoPlanTrainsAndResumes) {
+  const std::string run = std::string(MOTLEY_SOURCE_DIR) + "/examples/runs/local-hetero.yaml";
+  const std::string ckpt = Path("ckpt");
+  Outcome first = Run("train " + run + " --auto-plan --steps 2 --checkpoint-dir " + ckpt);
+  ASSERT_EQ(first.exit_code, 0) << first.err << first.out;
+  EXPECT_NE(first.out.find("auto-plan for cluster 'local-hetero' (6 devices)"), std::string::npos)
+      << first.out;
+  EXPECT_NE(first.out.find("with plan auto-plan"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("step 2: checkpoint"), std::string::npos) << first.out;
+  Outcome resumed =
+      Run("train " + run + " --auto-plan --steps 4 --checkpoint-dir " + ckpt + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err << resumed.out;
+  EXPECT_NE(resumed.out.find("continuing at step 3"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("step 4/4"), std::string::npos) << resumed.out;
+  EXPECT_EQ(resumed.out.find("step 1/4"), std::string::npos) << resumed.out;
+
+  Outcome both = Run("train " + run + " --auto-plan --plan " + std::string(MOTLEY_SOURCE_DIR) +
+                     "/examples/plans/local-hetero-mixed.json");
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.err.find("--auto-plan and --plan exclude each other"), std::string::npos)
+      << both.err;
+  Outcome help = Run("train --help");
+  EXPECT_NE(help.out.find("--auto-plan"), std::string::npos) << help.out;
+}
+
+// --replan wires the straggler loop into the trainer's plan-switch callback; on the virtual
+// clock of a healthy emulated run nothing is detected and the plan stays.
+TEST_F(CliTest, ReplanOnAHealthyEmulatedRunKeepsThePlan) {
+  const std::string examples = std::string(MOTLEY_SOURCE_DIR) + "/examples/";
+  Outcome o = Run("train " + examples + "runs/local-hetero.yaml --steps 12 --plan " + examples +
+                  "plans/local-hetero-mixed.json --replan --checkpoint-dir " + Path("ckpt"));
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+  EXPECT_EQ(o.out.find("straggler:"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("re-plan"), std::string::npos) << o.out;
+  Outcome no_plan = Run("train " + examples + "runs/local-hetero.yaml --replan");
+  EXPECT_NE(no_plan.exit_code, 0);
+  EXPECT_NE(no_plan.err.find("--replan needs --plan"), std::string::npos) << no_plan.err;
+}
+
+// The planner only tries TP degrees that divide the heads, the KV heads and F: the tiny model has
+// 2 KV heads, so TP 4 must never reach the compute model (it used to abort there).
+TEST_F(CliTest, PlanSkipsTensorParallelDegreesTheModelCannotSplit) {
+  const std::string examples = std::string(MOTLEY_SOURCE_DIR) + "/examples/";
+  Outcome o = Run("plan " + examples + "runs/tiny.yaml -o " + Path("plan.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+  EXPECT_TRUE(std::filesystem::exists(Path("plan.json")));
+}
+
 TEST_F(CliTest, SchedulePrintsOneLinePerStage) {
   Outcome o = Run("schedule --stages 3 --micro-batches 4");
   ASSERT_EQ(o.exit_code, 0) << o.err;
@@ -226,6 +276,36 @@ TEST_F(CliTest, SchedulePrintsOneLinePerStage) {
   ASSERT_EQ(gpipe.exit_code, 0) << gpipe.err;
   EXPECT_NE(gpipe.out.find("gpipe schedule"), std::string::npos) << gpipe.out;
   EXPECT_NE(gpipe.out.find(": 3 3"), std::string::npos) << gpipe.out;
+}
+
+// motley profile measures the tiny model on this CPU and writes a profile that motley predict
+// reads; its help lists the options.
+TEST_F(CliTest, ProfileWritesAFileThePredictorReads) {
+  Outcome help = Run("profile --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--micro-batches"), std::string::npos);
+  const std::string run = Write("run.yaml", TinyRun(""));
+  const std::string prof = Path("prof.json");
+  Outcome o = Run("profile " + run + " -o " + prof + " --micro-batches 1,2 --repeats 3");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("b=1 T=32 tp=1"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("b=2 T=32 tp=1"), std::string::npos) << o.out;
+  const std::string text = motley::ReadFile(prof).value();
+  EXPECT_NE(text.find("\"motley-profile\""), std::string::npos);
+  EXPECT_NE(text.find("\"block_forward_s\""), std::string::npos);
+  const std::string plan = Write("plan.json", R"({"format": "motley-plan", "version": 1,
+    "pipelines": [{"micro_batches": 2, "micro_batch_size": 2, "stages": [
+      {"first_block": 0, "num_blocks": 2, "has_embedding": true, "has_head": true,
+       "devices": [0], "tp_degree": 1}]}]})");
+  Outcome with = Run("predict " + run + " " + plan + " --profile " + prof);
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  Outcome without = Run("predict " + run + " " + plan);
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  EXPECT_NE(with.out, without.out);  // the measured times replace the roofline's
+  // A TP degree that does not divide the heads is refused, naming the option.
+  Outcome bad = Run("profile " + run + " -o " + prof + " --tp 3");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--tp 3"), std::string::npos) << bad.err;
 }
 
 }  // namespace

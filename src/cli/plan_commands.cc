@@ -8,10 +8,8 @@
 
 #include <fmt/core.h>
 
+#include "cli/offline.h"
 #include "core/file_util.h"
-#include "perf/compute_model.h"
-#include "perf/predictor.h"
-#include "perf/profile.h"
 #include "plan/planner.h"
 #include "plan/report_html.h"
 #include "sim/simulator.h"
@@ -28,52 +26,9 @@ struct CommonArgs {
   std::vector<std::string> stragglers;  // "ID=RATE"
 };
 
-// Everything the offline commands need, kept alive together (the predictor holds references).
-struct Offline {
-  spec::RunFile run;
-  perf::PerfSettings settings;
-  std::unique_ptr<perf::RooflineComputeModel> roofline;
-  std::unique_ptr<perf::ProfiledComputeModel> profiled;
-  std::unique_ptr<perf::Predictor> predictor;
-  perf::StragglerRates rates;
-};
-
 Result<std::unique_ptr<Offline>> Load(const CommonArgs& args) {
-  auto o = std::make_unique<Offline>();
-  MOTLEY_ASSIGN_OR_RETURN(o->run, spec::LoadRunFile(args.run_path));
-  o->settings = perf::DefaultSettings(o->run.cluster);
-  o->roofline = std::make_unique<perf::RooflineComputeModel>(o->run.cluster, o->run.model, o->settings);
-  const perf::ComputeModel* compute = o->roofline.get();
-  if (!args.profile_path.empty()) {
-    MOTLEY_ASSIGN_OR_RETURN(perf::Profile profile, perf::LoadProfile(args.profile_path));
-    MOTLEY_RETURN_IF_ERROR(perf::CheckProfileMatchesModel(profile, o->run.model));
-    o->profiled = std::make_unique<perf::ProfiledComputeModel>(std::move(profile), o->run.cluster,
-                                                               *o->roofline);
-    compute = o->profiled.get();
-  }
-  o->predictor = std::make_unique<perf::Predictor>(o->run.cluster, o->run.model, o->run.train,
-                                                   *compute, o->settings);
-  if (!args.stragglers.empty()) {
-    o->rates.assign(static_cast<size_t>(o->run.cluster.num_devices()), 1.0);
-    for (const std::string& s : args.stragglers) {
-      const size_t eq = s.find('=');
-      int id = -1;
-      double rate = 0;
-      try {
-        if (eq == std::string::npos) throw std::invalid_argument("no '='");
-        id = std::stoi(s.substr(0, eq));
-        rate = std::stod(s.substr(eq + 1));
-      } catch (const std::exception&) {
-        return Err("--straggler {}: expected DEVICE_ID=RATE, e.g. 3=2.5", s);
-      }
-      if (id < 0 || id >= o->run.cluster.num_devices() || !(rate >= 1.0)) {
-        return Err("--straggler {}: device id must be in [0, {}) and rate >= 1", s,
-                   o->run.cluster.num_devices());
-      }
-      o->rates[static_cast<size_t>(id)] = rate;
-    }
-  }
-  return o;
+  MOTLEY_ASSIGN_OR_RETURN(spec::RunFile run, spec::LoadRunFile(args.run_path));
+  return LoadOffline(std::move(run), args.profile_path, args.stragglers);
 }
 
 Result<spec::Plan> LoadValidPlan(const Offline& o, const std::string& path) {
@@ -107,7 +62,7 @@ void PrintPrediction(const Offline& o, const spec::Plan& plan, const perf::Predi
                  sp.memory.total() / kGiB);
     }
   }
-  fmt::print("iteration {:.4f} s (pipelines {:.4f} s, exposed DP {:.4f} s, optimizer {:.4f} s), "
+  fmt::print("iteration {:.6g} s (pipelines {:.6g} s, exposed DP {:.6g} s, optimizer {:.6g} s), "
              "{:.1f} tokens/s, MFU {:.1f}%, memory {}{}\n",
              p.iteration_s, p.pipeline_s, p.exposed_dp_s, p.optimizer_s, p.tokens_per_s,
              100 * p.mfu, MemoryPerType(o, p), p.fits_memory ? "" : "\nDOES NOT FIT: " + p.memory_violation);
@@ -175,16 +130,7 @@ int RunPlan(const PlanArgs& args) {
   auto o = Load(args.common);
   if (!o.ok()) return fmt::print(stderr, "motley plan: {}\n", o.status().message()), 1;
   const Offline& off = **o;
-  plan::PlannerOptions options;
-  options.rates = off.rates;
-  options.baselines = !args.no_baselines;
-  options.rank_top = std::max(args.top, options.confirm_top);
-  if (!args.quiet) {
-    options.progress = [](std::string_view what, double f) {
-      fmt::print(stderr, "[{:3.0f}%] {}\n", 100 * f, what);
-    };
-  }
-  auto report = plan::PlanCluster(*off.predictor, options);
+  auto report = PlanOffline(off, !args.no_baselines, args.top, args.quiet);
   if (!report.ok()) return fmt::print(stderr, "motley plan: {}\n", report.status().message()), 1;
   const int64_t tokens = report->tokens_per_step;
   fmt::print("{:>4} {:>12} {:>10} {:>10} {:>6}  {}\n", "rank", "tokens/s", "pred s", "sim s", "MFU",

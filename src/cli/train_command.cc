@@ -7,21 +7,32 @@
 // trains the same job under a second plan and prints both throughputs side by side.
 // Checkpoints go to train.checkpoint.dir (or --checkpoint-dir); `--resume` continues from the
 // latest complete one there, whatever plan wrote it (src/train/trainer_checkpoint.h).
+// `--auto-plan` plans the run's cluster first, as `motley plan` does (cli/offline.h), and trains
+// under that plan; with `--resume` it continues from the latest checkpoint whatever plan or
+// cluster wrote it: after losing a device, resume on the cluster without it (issue 6).
+// `--replan` runs the straggler loop (src/elastic/elastic_run.h) behind the trainer's
+// plan-switch callback: every rank's compute time feeds the rate monitor, and a plan the
+// re-plan controller adopts is migrated to before the next step. `--inject SCENARIO.yaml`
+// slows emulated devices and links from given steps (docs/formats/scenario.md).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "cli/offline.h"
 #include "comm/communicator.h"
 #if defined(MOTLEY_HAVE_MPI)
 #include "comm/mpi_world.h"
 #endif
 #include "spec/plan.h"
 #include "spec/run_file.h"
+#include "elastic/elastic_run.h"
+#include "straggler/scenario.h"
 #include "train/parallel_trainer.h"
 #include "train/trainer.h"
 
@@ -41,7 +52,33 @@ struct TrainArgs {
   std::string compare_path;
   std::string checkpoint_dir;
   bool resume = false;
+  bool replan = false;
+  std::string inject_path;
+  bool cuda_bf16 = false;
+  bool auto_plan = false;
 };
+
+constexpr const char* kAutoPlanLabel = "auto-plan";
+
+// `--auto-plan`: the plan `motley plan RUN.yaml` chooses for the run's cluster, named
+// "auto-plan". Under a launcher every process plans (the planner is deterministic, so all get
+// the same plan) and only rank 0 prints.
+Result<spec::Plan> AutoPlan(const spec::RunFile& run, bool print) {
+  MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<Offline> offline, LoadOffline(run, "", {}));
+  MOTLEY_ASSIGN_OR_RETURN(plan::PlanReport report,
+                          PlanOffline(*offline, /*baselines=*/false, /*rank_top=*/1,
+                                      /*quiet=*/true));
+  spec::Plan plan = report.best.plan;
+  plan.source = kAutoPlanLabel;
+  if (print) {
+    fmt::print("motley train: auto-plan for cluster '{}' ({} devices): {}; predicted {:.1f} "
+               "tokens/s\n",
+               run.cluster.name, run.cluster.num_devices(), report.best.description,
+               report.best.TokensPerSecond(report.tokens_per_step));
+    std::fflush(stdout);
+  }
+  return plan;
+}
 
 // The --resume source: train.checkpoint.dir (after --checkpoint-dir), or an error.
 Result<std::string> ResumeSource(const TrainArgs& args, const spec::TrainSpec& train) {
@@ -102,11 +139,14 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
     fmt::print(stderr, "motley train: {}\n", clock.status().message());
     return 1;
   }
+  const int launcher_rank = LauncherRank();
   std::vector<std::string> paths = {args.plan_path};
   if (!args.compare_path.empty()) paths.push_back(args.compare_path);
   std::vector<spec::Plan> plans;
   for (const std::string& path : paths) {
-    Result<spec::Plan> plan = spec::LoadPlan(path);
+    Result<spec::Plan> plan = args.auto_plan && path.empty()
+                                  ? AutoPlan(run, /*print=*/launcher_rank <= 0)
+                                  : spec::LoadPlan(path);
     if (!plan.ok()) {
       fmt::print(stderr, "motley train: {}\n", plan.status().message());
       return 1;
@@ -118,7 +158,7 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
     }
     plans.push_back(std::move(*plan));
   }
-  const int launcher_rank = LauncherRank();
+  if (args.auto_plan) paths.front() = kAutoPlanLabel;
   if (launcher_rank >= 0 && plans.size() > 1) {
     fmt::print(stderr, "motley train: --compare is not supported under a launcher\n");
     return 1;
@@ -133,7 +173,26 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   options.trace_path = args.trace_path;
   options.trace_steps = args.trace_steps;
   options.clock = *clock;
+  options.cuda_bf16 = args.cuda_bf16;
   if (launcher_rank > 0) options.out = nullptr;
+  if (!args.inject_path.empty()) {
+    Result<straggler::Scenario> scenario = straggler::LoadScenario(args.inject_path, run.cluster);
+    if (!scenario.ok()) {
+      fmt::print(stderr, "motley train: --inject: {}\n", scenario.status().message());
+      return 1;
+    }
+    elastic::InjectScenario(*scenario, run.cluster, &options);
+  }
+  std::unique_ptr<elastic::ElasticLoop> replanning;
+  if (args.replan) {
+    if (plans.size() > 1 || launcher_rank >= 0) {
+      fmt::print(stderr, "motley train: --replan runs with one plan and ranks as threads (not "
+                         "with --compare, not under a launcher)\n");
+      return 1;
+    }
+    replanning = std::make_unique<elastic::ElasticLoop>(run, plans.front(), options.out);
+    replanning->Attach(&options);
+  }
   std::vector<train::ParallelTrainSummary> summaries;
   for (size_t i = 0; i < plans.size(); ++i) {
     if (options.out != nullptr) {
@@ -179,10 +238,18 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   if (cmd.count("--threads") > 0) train.threads = args.threads;
   if (cmd.count("--checkpoint-dir") > 0) train.checkpoint.dir = args.checkpoint_dir;
   const std::string source = args.run_path.empty() ? "default run" : args.run_path;
-  if (!args.plan_path.empty()) return RunParallelTrain(args, cmd, *run, source);
-  for (const char* option : {"--compare", "--trace", "--trace-steps", "--clock"}) {
+  if (args.auto_plan && !args.plan_path.empty()) {
+    fmt::print(stderr, "motley train: --auto-plan and --plan exclude each other (--auto-plan "
+                       "chooses the plan)\n");
+    return 1;
+  }
+  if (!args.plan_path.empty() || args.auto_plan) return RunParallelTrain(args, cmd, *run, source);
+  for (const char* option :
+       {"--compare", "--trace", "--trace-steps", "--clock", "--replan", "--inject"}) {
     if (cmd.count(option) > 0) {
-      fmt::print(stderr, "motley train: {} needs --plan (it applies to parallel runs only)\n",
+      fmt::print(stderr,
+                 "motley train: {} needs --plan or --auto-plan (it applies to parallel runs "
+                 "only)\n",
                  option);
       return 1;
     }
@@ -237,6 +304,11 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
                   "Run this parallel plan (docs/formats/plan.md): every rank a thread, or one "
                   "rank per process under mpiexec / srun")
       ->type_name("PLAN.json");
+  cmd->add_flag("--auto-plan", args->auto_plan,
+                "Plan the run's cluster first, as `motley plan RUN.yaml` does, and train under "
+                "that plan (ranks as threads, or one per process under a launcher); with "
+                "--resume, continue from the latest checkpoint on this cluster, e.g. after "
+                "losing a device. Not with --plan");
   cmd->add_option("--trace", args->trace_path,
                   "With --plan: write a Chrome trace (Perfetto JSON) of every rank's actions")
       ->type_name("FILE");
@@ -261,6 +333,16 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   cmd->add_flag("--resume", args->resume,
                 "Continue from the latest complete checkpoint in train.checkpoint.dir, written "
                 "under any plan or serially, at its step + 1");
+  cmd->add_flag("--replan", args->replan,
+                "With --plan: detect stragglers from every rank's compute time and re-plan in the "
+                "background; an adopted plan is migrated to at a step boundary");
+  cmd->add_option("--inject", args->inject_path,
+                  "With --plan on an emulated cluster: slow devices and links from given steps "
+                  "(a scenario file, docs/formats/scenario.md), to rehearse stragglers")
+      ->type_name("SCENARIO.yaml");
+  cmd->add_flag("--cuda-bf16", args->cuda_bf16,
+                "With --plan: stages on devices of vendor cuda round matmul operands to bf16 "
+                "(fp32 accumulation and master weights; docs/backend-cuda.md)");
   cmd->callback([args, cmd, &exit_code] { exit_code = RunTrain(*args, *cmd); });
 }
 

@@ -50,7 +50,7 @@ void Optimizer::ScaleGrads(float clip_scale) {
   for (Parameter& p : params_) backend_.Scale(p.grad, clip_scale);
 }
 
-float Optimizer::Step(int64_t step, float clip_scale) {
+tensor::AdamWParams Optimizer::StepParams(int64_t step, float clip_scale) const {
   tensor::AdamWParams a;
   a.grad_scale = clip_scale;  // applied inside AdamW: no separate pass over the gradients
   a.lr = LearningRate(spec_, step, total_steps_);
@@ -58,7 +58,15 @@ float Optimizer::Step(int64_t step, float clip_scale) {
   a.beta2 = spec_.beta2;
   a.eps = spec_.eps;
   a.step = step;
-  for (Parameter& p : params_) {
+  a.weight_decay = 0.0F;
+  return a;
+}
+
+float Optimizer::Step(int64_t step, float clip_scale) {
+  tensor::AdamWParams a = StepParams(step, clip_scale);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (i < skip_.size() && skip_[i]) continue;
+    Parameter& p = params_[i];
     a.weight_decay = p.info.weight_decay ? spec_.weight_decay : 0.0F;
     backend_.AdamW(p.value, p.grad, p.m, p.v, a);
   }

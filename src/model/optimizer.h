@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/parameters.h"
 #include "spec/train_spec.h"
@@ -47,6 +48,11 @@ class Optimizer {
   // gradients themselves are left unscaled); weight decay only on parameters marked for it (2-D
   // weights). Returns the learning rate used.
   float Step(int64_t step, float clip_scale);
+  // The AdamW settings Step uses for `step` (weight_decay left 0: it is per parameter), for
+  // callers that update some parameters themselves (ZeRO-1, parallel/zero1.h).
+  tensor::AdamWParams StepParams(int64_t step, float clip_scale) const;
+  // Parameters Step leaves alone (skip[i] for params[i]; their moments may be unallocated).
+  void SetExternallyUpdated(std::vector<bool> skip) { skip_ = std::move(skip); }
 
   const spec::OptimizerSpec& spec() const { return spec_; }
 
@@ -55,6 +61,7 @@ class Optimizer {
   ParameterSet& params_;
   spec::OptimizerSpec spec_;
   int64_t total_steps_;
+  std::vector<bool> skip_;  // empty: none skipped
 };
 
 }  // namespace motley::model

@@ -112,15 +112,18 @@ std::vector<ParamInfo> StageParamInfos(const spec::ModelSpec& model, const Stage
   return infos;
 }
 
-ParameterSet ParameterSet::Allocate(Backend& backend, std::vector<ParamInfo> infos) {
+ParameterSet ParameterSet::Allocate(Backend& backend, std::vector<ParamInfo> infos,
+                                    bool moments) {
   ParameterSet set;
   set.params_.reserve(infos.size());
   for (ParamInfo& info : infos) {
     Parameter p;
     p.value = backend.Zeros(info.shape, DType::kF32);
     p.grad = backend.Zeros(info.shape, DType::kF32);
-    p.m = backend.Zeros(info.shape, DType::kF32);
-    p.v = backend.Zeros(info.shape, DType::kF32);
+    if (moments) {
+      p.m = backend.Zeros(info.shape, DType::kF32);
+      p.v = backend.Zeros(info.shape, DType::kF32);
+    }
     p.info = std::move(info);
     set.params_.push_back(std::move(p));
   }

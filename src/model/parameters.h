@@ -47,6 +47,10 @@ struct StageLayout {
   // and head are replicated on every TP rank. tp_degree must divide NH, NKV and F.
   int tp_rank = 0;
   int tp_degree = 1;
+  // Whether the AdamW moments (Parameter::m, ::v) are allocated with the parameters. false: the
+  // caller allocates them for the tensors it updates with Optimizer and shards the rest (ZeRO-1,
+  // parallel/zero1.h).
+  bool allocate_moments = true;
 
   static StageLayout Full(const spec::ModelSpec& model) {
     return StageLayout{0, model.num_blocks, true, true};
@@ -108,8 +112,9 @@ struct Parameter {
 class ParameterSet {
  public:
   ParameterSet() = default;
-  // Allocates every tensor on `backend` (values, grads and moments zero).
-  static ParameterSet Allocate(tensor::Backend& backend, std::vector<ParamInfo> infos);
+  // Allocates every tensor on `backend` (values, grads and, with `moments`, moments; all zero).
+  static ParameterSet Allocate(tensor::Backend& backend, std::vector<ParamInfo> infos,
+                               bool moments = true);
 
   // Sets every value from its (seed, name) stream (see init.h); independent of the set's content,
   // so two sets holding the same name get the same tensor. A shard gets its slice of the full

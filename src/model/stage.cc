@@ -29,7 +29,8 @@ Result<std::unique_ptr<Stage>> Stage::Create(Backend& backend, const spec::Model
   } else {
     tp = nullptr;
   }
-  ParameterSet params = ParameterSet::Allocate(backend, StageParamInfos(model, layout));
+  ParameterSet params =
+      ParameterSet::Allocate(backend, StageParamInfos(model, layout), layout.allocate_moments);
   params.Initialize(backend, seed);
   const BlockDims dims = BlockDims::From(model, batch, seq_len).Sharded(layout.tp_degree);
   return std::unique_ptr<Stage>(

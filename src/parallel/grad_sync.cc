@@ -48,12 +48,13 @@ Result<std::unique_ptr<GradientSync>> GradientSync::Create(const WorldLayout& la
                                                            comm::Communicator& world,
                                                            tensor::Backend& backend,
                                                            model::ParameterSet& params,
-                                                           RankClock clock) {
+                                                           RankClock clock, bool zero1) {
   const RankInfo& me = layout.rank(rank);
   std::unique_ptr<GradientSync> sync(
       new GradientSync(backend, params, me.pipeline == 0, me.tp_rank, clock));
   const int64_t L = model.num_blocks;
-  const spec::StagePlan& my_stage = layout.stage_of(rank);
+  // An idle rank (left out of the plan) holds no layer but joins every Split.
+  const spec::StagePlan* my_stage = me.idle() ? nullptr : &layout.stage_of(rank);
   for (int id = 0; id <= static_cast<int>(L) + 1; ++id) {
     // The holders: one stage per pipeline. Uniform when they all have one TP degree.
     int degree = -1;
@@ -65,7 +66,7 @@ Result<std::unique_ptr<GradientSync>> GradientSync::Create(const WorldLayout& la
         degree = s.tp_degree;
       }
     }
-    const bool mine = HoldsLayer(my_stage, id, L);
+    const bool mine = my_stage != nullptr && HoldsLayer(*my_stage, id, L);
     const int color = !mine ? comm::kUndefinedColor : (mixed ? 0 : me.tp_rank);
     MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> group,
                             world.Split(color, rank));
@@ -85,7 +86,13 @@ Result<std::unique_ptr<GradientSync>> GradientSync::Create(const WorldLayout& la
     }
     if (group != nullptr && group->size() > 1) {
       layer.comm = std::move(group);
-      layer.buffer = tensor::HostTensor(Shape{numel}, DType::kF32);
+      if (zero1 && !mixed) {
+        MOTLEY_ASSIGN_OR_RETURN(layer.zero1,
+                                Zero1Layer::Create(backend, params, layer.params, *layer.comm,
+                                                   /*counts_replicated_in_norm=*/me.tp_rank == 0));
+      } else {
+        layer.buffer = tensor::HostTensor(Shape{numel}, DType::kF32);
+      }
     }
     sync->layers_.push_back(std::move(layer));
   }
@@ -152,6 +159,11 @@ Status GradientSync::Reduce() {
   const Seconds start = clock_.Now();
   for (Layer& layer : layers_) {
     if (layer.comm == nullptr) continue;
+    if (layer.zero1 != nullptr) {
+      MOTLEY_RETURN_IF_ERROR(layer.zero1->ReduceGradients().WithContext(
+          fmt::format("gradient sync of layer {}", layer.id)));
+      continue;
+    }
     Pack(layer);
     MOTLEY_RETURN_IF_ERROR(layer.comm->AllReduce(layer.buffer, comm::ReduceOp::kSum)
                                .WithContext(fmt::format("gradient sync of layer {}", layer.id)));
@@ -162,15 +174,47 @@ Status GradientSync::Reduce() {
 }
 
 double GradientSync::NormContribution() const {
-  if (!counts_norm_) return 0.0;
   double sum = 0.0;
   for (const Layer& layer : layers_) {
+    if (layer.zero1 != nullptr) {
+      sum += layer.zero1->SquaredNormShare();
+      continue;
+    }
+    if (!counts_norm_) continue;
     for (size_t i : layer.params) {
       const model::Parameter& p = params_[i];
       if (p.info.sharded() || tp_rank_ == 0) sum += backend_.SumSquares(p.grad);
     }
   }
   return sum;
+}
+
+Status GradientSync::StepSharded(const tensor::AdamWParams& adamw, float weight_decay) {
+  // Not added to comm_seconds(): the runtime times this as part of the optimizer step.
+  for (Layer& layer : layers_) {
+    if (layer.zero1 == nullptr) continue;
+    MOTLEY_RETURN_IF_ERROR(layer.zero1->Step(adamw, weight_decay)
+                               .WithContext(fmt::format("ZeRO-1 step of layer {}", layer.id)));
+  }
+  return Status::Ok();
+}
+
+Status GradientSync::GatherMoments() {
+  for (Layer& layer : layers_) {
+    if (layer.zero1 == nullptr) continue;
+    MOTLEY_RETURN_IF_ERROR(layer.zero1->GatherMoments().WithContext(
+        fmt::format("ZeRO-1 moments of layer {}", layer.id)));
+  }
+  return Status::Ok();
+}
+
+std::vector<bool> GradientSync::sharded_params() const {
+  std::vector<bool> out(params_.size(), false);
+  for (const Layer& layer : layers_) {
+    if (layer.zero1 == nullptr) continue;
+    for (size_t i : layer.params) out[i] = true;
+  }
+  return out;
 }
 
 }  // namespace motley::parallel

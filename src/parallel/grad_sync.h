@@ -11,9 +11,16 @@
 // After Reduce every holder of a tensor (slice) holds the same sum, so AdamW on every rank's own
 // copy keeps the replicas equal.
 //
+// ZeRO-1 (Create's `zero1`): each uniform layer group of two or more members shards its AdamW
+// moments instead (parallel/zero1.h): Reduce reduce-scatters the layer's gradients, StepSharded
+// updates each member's chunk and all-gathers the values. The rank's model::Optimizer must skip
+// those tensors (sharded_params()). Mixed-TP groups and ranks alone with a layer keep the
+// replicated path.
+//
 // The global gradient norm counts each logical parameter once: the ranks of pipeline 0 (which,
 // like every pipeline, holds the whole model) contribute their shards, replicated tensors from TP
-// rank 0 only; the caller sums NormContribution over the world.
+// rank 0 only; the caller sums NormContribution over the world. A ZeRO-1 layer counts each
+// member's chunk instead (every pipeline), replicated tensors from TP rank 0's group only.
 //
 // Ownership: references the Backend and ParameterSet (must outlive it); owns its communicators.
 // Thread safety: used by its rank's thread only. Collectives run in ascending layer order on every
@@ -29,6 +36,7 @@
 #include "model/parameters.h"
 #include "parallel/rank_clock.h"
 #include "parallel/world_layout.h"
+#include "parallel/zero1.h"
 #include "spec/model_spec.h"
 #include "tensor/backend.h"
 
@@ -40,18 +48,27 @@ int LayerOfParameter(std::string_view name, int64_t num_blocks);
 
 class GradientSync {
  public:
-  // Collective over `world` (num_blocks + 2 Split calls, the same on every rank of the layout).
+  // Collective over `world` (num_blocks + 2 Split calls, the same on every rank of the layout,
+  // idle ranks included: they hold no layer).
   static Result<std::unique_ptr<GradientSync>> Create(const WorldLayout& layout, int rank,
                                                       const spec::ModelSpec& model,
                                                       comm::Communicator& world,
                                                       tensor::Backend& backend,
                                                       model::ParameterSet& params,
-                                                      RankClock clock = {});
+                                                      RankClock clock = {}, bool zero1 = false);
 
   // Sums every gradient over its layer's group, in place. Collective over the groups.
   Status Reduce();
   // Sum of squared gradient entries that this rank counts for the global norm (see above).
   double NormContribution() const;
+  // ZeRO-1: AdamW (`adamw`, weight decay `weight_decay` on tensors marked for it) on this rank's
+  // chunks, then the values all-gathered. Collective over the ZeRO-1 groups; no-op without them.
+  Status StepSharded(const tensor::AdamWParams& adamw, float weight_decay);
+  // ZeRO-1: makes every tensor's AdamW moments whole (Parameter::m, ::v) for a checkpoint or a
+  // migration; the next StepSharded shards them again. Collective; no-op without ZeRO-1.
+  Status GatherMoments();
+  // sharded_params()[i]: params[i] is updated by StepSharded, not by the rank's Optimizer.
+  std::vector<bool> sharded_params() const;
   // Seconds (rank clock: emulated time on an emulated cluster) spent in Reduce since construction.
   double comm_seconds() const { return comm_s_; }
 
@@ -61,7 +78,8 @@ class GradientSync {
     bool mixed = false;                        // full-size buffer (mixed TP degrees)
     std::vector<size_t> params;                // indices into the ParameterSet
     std::unique_ptr<comm::Communicator> comm;  // nullptr when this rank is alone in its group
-    tensor::Tensor buffer;                     // host staging, f32
+    tensor::Tensor buffer;                     // host staging, f32 (replicated path)
+    std::unique_ptr<Zero1Layer> zero1;         // ZeRO-1 path (then no buffer)
   };
 
   GradientSync(tensor::Backend& backend, model::ParameterSet& params, bool counts_norm,

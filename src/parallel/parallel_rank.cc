@@ -17,18 +17,27 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
                layout.size(), world.size(), world.rank(), rank);
   }
   std::unique_ptr<ParallelRank> r(new ParallelRank(layout, rank, train, backend, world, options));
+  const bool zero1 = layout.plan().optimizer_sharding == spec::OptimizerSharding::kZero1;
   const RankInfo& me = r->info_;
-  const spec::StagePlan& sp = layout.stage_of(rank);
-  const std::string where = fmt::format("pipelines[{}].stages[{}]", me.pipeline, me.stage);
 
   // TP group: one color per (pipeline, stage) with more than one device.
   int color = comm::kUndefinedColor;
-  if (me.tp_degree > 1) color = layout.stage_ranks(me.pipeline, me.stage).front();
+  if (!me.idle() && me.tp_degree > 1) color = layout.stage_ranks(me.pipeline, me.stage).front();
   MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> tp_comm,
                           world.Split(color, me.tp_rank));
   if (tp_comm != nullptr) {
     r->tp_ = std::make_unique<CommTpGroup>(std::move(tp_comm), options.clock);
   }
+  if (me.idle()) {
+    // No stage; the gradient groups' splits are still collective over the world.
+    model::ParameterSet none;
+    MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync,
+                            GradientSync::Create(layout, rank, model, world, backend, none,
+                                                 options.clock, zero1));
+    return r;
+  }
+  const spec::StagePlan& sp = layout.stage_of(rank);
+  const std::string where = fmt::format("pipelines[{}].stages[{}]", me.pipeline, me.stage);
 
   model::StageLayout stage_layout;
   stage_layout.first_block = sp.first_block;
@@ -37,6 +46,7 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
   stage_layout.has_head = sp.has_head;
   stage_layout.tp_rank = me.tp_rank;
   stage_layout.tp_degree = me.tp_degree;
+  stage_layout.allocate_moments = !zero1;  // ZeRO-1: allocated below, only where replicated
   auto stage = model::Stage::Create(backend, model, stage_layout,
                                     layout.pipeline_of(rank).micro_batch_size, train.seq_len,
                                     train.seed, r->tp_.get());
@@ -46,7 +56,19 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
                                                      train.optimizer, train.steps);
   MOTLEY_ASSIGN_OR_RETURN(r->grad_sync_, GradientSync::Create(layout, rank, model, world, backend,
                                                               r->stage_->params(),
-                                                              options.clock));
+                                                              options.clock, zero1));
+  if (zero1) {
+    // Moments for the tensors the Optimizer still updates (mixed-TP groups, layers this rank holds
+    // alone); the ZeRO-1 layers keep theirs sharded.
+    const std::vector<bool> sharded = r->grad_sync_->sharded_params();
+    model::ParameterSet& params = r->stage_->params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (sharded[i]) continue;
+      params[i].m = backend.Zeros(params[i].value.shape(), tensor::DType::kF32);
+      params[i].v = backend.Zeros(params[i].value.shape(), tensor::DType::kF32);
+    }
+    r->optimizer_->SetExternallyUpdated(sharded);
+  }
   sched::ScheduleOptions sched_options;
   sched_options.with_step_actions = true;
   const spec::PipelinePlan& pipe = layout.pipeline_of(rank);
@@ -64,6 +86,21 @@ Result<RankStepResult> ParallelRank::Step(int64_t step, std::span<const int32_t>
                                           std::vector<TraceEvent>* trace) {
   const Seconds start = options_.clock.Now();
   RankStepResult result;
+  if (idle()) {
+    // Joins the world all-reduce of (loss sum, squared-norm share) with zeros.
+    tensor::Tensor sums = tensor::HostTensor(tensor::Shape{2}, tensor::DType::kF64);
+    sums.data<double>()[0] = 0.0;
+    sums.data<double>()[1] = 0.0;
+    MOTLEY_RETURN_IF_ERROR(world_.AllReduce(sums, comm::ReduceOp::kSum)
+                               .WithContext(fmt::format("step {}: loss and norm (idle)", step)));
+    const double tokens = static_cast<double>(layout_.global_batch() * train_.seq_len);
+    result.loss = sums.data<double>()[0] / tokens;
+    result.grad_norm = std::sqrt(sums.data<double>()[1]);
+    result.lr = model::LearningRate(train_.optimizer, step, train_.steps);
+    result.skipped = !std::isfinite(result.loss) || !std::isfinite(sums.data<double>()[1]);
+    result.times.step_s = options_.clock.Since(start);
+    return result;
+  }
   optimizer_->ZeroGrads();
   const double tokens = static_cast<double>(layout_.global_batch() * train_.seq_len);
   const float loss_scale = static_cast<float>(1.0 / tokens);
@@ -96,7 +133,10 @@ Result<RankStepResult> ParallelRank::Step(int64_t step, std::span<const int32_t>
       result.skipped = true;
       return Status::Ok();
     }
-    result.lr = optimizer_->Step(step, model::ClipScale(grad_sq, train_.optimizer.grad_clip));
+    const float clip = model::ClipScale(grad_sq, train_.optimizer.grad_clip);
+    result.lr = optimizer_->Step(step, clip);
+    MOTLEY_RETURN_IF_ERROR(grad_sync_->StepSharded(optimizer_->StepParams(step, clip),
+                                                   train_.optimizer.weight_decay));
     return Status::Ok();
   };
   auto run = executor_->Run(inputs, targets, loss_scale, hooks, result.times, trace);
@@ -108,6 +148,11 @@ Result<RankStepResult> ParallelRank::Step(int64_t step, std::span<const int32_t>
   if (tp_ != nullptr) result.times.tp_comm_s = tp_->comm_seconds() - tp_before;
   result.times.step_s = options_.clock.Since(start);
   return result;
+}
+
+Status ParallelRank::GatherOptimizerState() {
+  if (grad_sync_ == nullptr) return Status::Ok();
+  return grad_sync_->GatherMoments();
 }
 
 }  // namespace motley::parallel

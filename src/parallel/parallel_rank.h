@@ -10,6 +10,10 @@
 // The loss is sum(token losses) / tokens in the global batch and the data assignment follows the
 // plan (world_layout.h), so every plan gives the serial trajectory (DESIGN.md §4).
 //
+// A rank the plan leaves out (RankInfo::idle(), a layout over a fixed world after a plan switch)
+// owns no stage: Create only joins the group splits and Step only joins the world all-reduce of
+// (loss, norm), so it returns the step's loss and norm like every other rank.
+//
 // Ownership: references the layout, Backend and world communicator (must outlive it).
 // Thread safety: one rank's thread. Create and Step are collective: every rank of the layout
 // calls them in the same order.
@@ -68,8 +72,17 @@ class ParallelRank {
                               std::span<const int32_t> targets,
                               std::vector<TraceEvent>* trace = nullptr);
 
+  // ZeRO-1 plans (optimizer_sharding 'zero1', grad_sync.h): makes every AdamW moment of this
+  // rank's stage whole again, before a checkpoint is written or state migrates. Collective over
+  // the data-parallel groups (every rank calls it at the same step boundary); a no-op otherwise.
+  Status GatherOptimizerState();
+
   const RankInfo& info() const { return info_; }
+  bool idle() const { return info_.idle(); }
+  // The stage of a non-idle rank.
   model::Stage& stage() { return *stage_; }
+  // The stage's parameters (values, gradients, AdamW moments); nullptr on an idle rank.
+  model::ParameterSet* params() { return stage_ != nullptr ? &stage_->params() : nullptr; }
   const sched::Schedule& schedule() const { return schedule_; }
 
  private:

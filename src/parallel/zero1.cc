@@ -61,6 +61,12 @@ Result<std::unique_ptr<Zero1Layer>> Zero1Layer::Create(tensor::Backend& backend,
     }
     cum += n;
   }
+  if (!params[z->indices_.front()].m.defined()) {  // allocated without moments: zero chunks
+    for (Segment& s : z->segments_) {
+      s.m = backend.Zeros(Shape{s.length}, DType::kF32);
+      s.v = backend.Zeros(Shape{s.length}, DType::kF32);
+    }
+  }
   z->flat_ = tensor::HostTensor(Shape{z->numel_}, DType::kF32);
   z->chunk_grad_ = tensor::HostTensor(Shape{std::max<int64_t>(z->count_, 1)}, DType::kF32);
   z->chunk_value_ = tensor::HostTensor(Shape{std::max<int64_t>(z->count_, 1)}, DType::kF32);

@@ -19,8 +19,11 @@
 // Moments outside the optimizer (checkpoints, migration, resume) use the full tensors:
 //   GatherMoments():  collective; allocates Parameter::m, ::v again and fills them whole;
 //   the next Step:    takes its chunks from them ("adopts") and releases them again.
-// So a set whose Parameter::m, ::v are allocated (at creation, after a load, after
-// GatherMoments) is authoritative; the chunks are authoritative otherwise.
+// So a set whose Parameter::m, ::v are allocated (after a load, after GatherMoments, or at
+// creation when the set was allocated with moments) is authoritative; the chunks are
+// authoritative otherwise. A set allocated without moments (model::StageLayout::
+// allocate_moments = false) starts with zero chunks and never holds the whole moments, so the
+// device's memory never counts them (the emulated backend's capacity check).
 //
 // Ownership: references the Backend and the ParameterSet, owns nothing else but the chunks; the
 // communicator is borrowed (must outlive it). Thread safety: its rank's thread only; every member

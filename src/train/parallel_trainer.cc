@@ -2,6 +2,7 @@
 #include "train/parallel_trainer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -20,11 +21,18 @@
 #include "core/file_util.h"
 #include "parallel/parallel_rank.h"
 #include "parallel/world_layout.h"
+#include "spec/op_costs.h"
 #include "train/batch_sampler.h"
 #include "train/dataset.h"
 #include "train/flops.h"
 #include "train/loss_spike.h"
+#include "train/parallel_checkpoint.h"
+#include "train/plan_switch.h"
 #include "train/trainer_checkpoint.h"
+#include "train/staged_communicator.h"
+#if MOTLEY_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace motley::train {
 namespace {
@@ -36,21 +44,57 @@ using parallel::TraceEvent;
 using parallel::WorldLayout;
 
 // Per-rank values gathered every step: the StageTimes fields, the skipped flag, the rank clock
-// at the step's start and end, and whether the rank saw a stop request (SIGTERM).
-constexpr int64_t kGatherFields = 11;
+// at the step's start and end, whether the rank saw a stop request (SIGTERM), and an idle rank's
+// probe (measured and expected seconds; 0 when it ran none).
+constexpr int64_t kGatherFields = 13;
 constexpr int kSkippedField = 7;
 constexpr int kStartField = 8;
 constexpr int kEndField = 9;
 constexpr int kStopField = 10;
+constexpr int kProbeField = 11;
+constexpr int kProbeExpectedField = 12;
+
+struct Probe {
+  double measured_s = 0.0;
+  double expected_s = 0.0;
+};
 
 void PackTimes(const StageTimes& t, bool skipped, double start_s, double end_s, bool stop,
-               double* out) {
+               const Probe& probe, double* out) {
   const double values[kGatherFields] = {t.forward_s,  t.backward_s, t.p2p_s,
                                         t.tp_comm_s,  t.dp_sync_s,  t.optimizer_s,
                                         t.step_s,     skipped ? 1.0 : 0.0, start_s,
-                                        end_s,        stop ? 1.0 : 0.0};
+                                        end_s,        stop ? 1.0 : 0.0, probe.measured_s,
+                                        probe.expected_s};
   std::copy(values, values + kGatherFields, out);
 }
+
+// The probe op of a rank the plan leaves out (DESIGN.md §9: a dropped device is measured so that
+// its recovery is seen): one (16 x 128) @ (128 x 128)^T matmul on its emulated backend, timed on
+// its clock, against the time the device type's emulated profile gives it at nominal speed.
+class ProbeOp {
+ public:
+  Probe Run(backend::EmulatedBackend& backend, const parallel::RankClock& clock) {
+    constexpr int64_t kN = 16, kC = 128;
+    if (!out_.defined()) {
+      out_ = backend.Zeros(tensor::Shape{kN, kC}, tensor::DType::kF32);
+      inp_ = backend.Zeros(tensor::Shape{kN, kC}, tensor::DType::kF32);
+      weight_ = backend.Zeros(tensor::Shape{kC, kC}, tensor::DType::kF32);
+    }
+    const Seconds start = clock.Now();
+    backend.MatmulForward(out_, inp_, weight_);
+    Probe p;
+    p.measured_s = clock.Since(start);
+    const spec::costs::OpCost cost = spec::costs::MatmulForward(kN, kC, kC);
+    const spec::EmulatedProfile& nominal = *backend.device_type().emulated;
+    p.expected_s =
+        std::max(cost.flops / nominal.flops_per_s, cost.bytes / nominal.memory_bandwidth);
+    return p;
+  }
+
+ private:
+  tensor::Tensor out_, inp_, weight_;
+};
 
 constexpr const char* kTimeNames[] = {"forward_s",  "backward_s",  "p2p_s", "tp_comm_s",
                                       "dp_sync_s", "optimizer_s", "step_s"};
@@ -61,7 +105,7 @@ constexpr int kNumTimes = 7;
 struct RunContext {
   const spec::RunFile* run = nullptr;
   const ParallelTrainerOptions* options = nullptr;
-  const WorldLayout* layout = nullptr;
+  const WorldLayout* layout = nullptr;  // the first plan's; its devices are the world's
   const TokenSplits* data = nullptr;
   std::FILE* metrics = nullptr;  // rank 0 writes
   double flops_per_token = 0.0;
@@ -78,13 +122,8 @@ struct RunContext {
   // Checkpoints. first_step: 1, or the resumed checkpoint's step + 1 (resume_dir).
   int64_t first_step = 1;
   std::string resume_dir;
-  bool save_checkpoints = false;  // threads launch with train.checkpoint.dir set
+  bool save_checkpoints = false;  // train.checkpoint.dir is set (parallel_checkpoint.h)
   bool stop_enabled = false;      // a StopSignalGuard is installed
-  std::vector<parallel::ParallelRank*> ranks;  // by rank, set before the set-up barrier (threads)
-  std::unique_ptr<backend::CpuBackend> reader;  // reads other TP ranks' shards (host memcpy)
-  std::string ckpt_tmp;                         // the folder being written (rank 0 sets)
-  std::vector<StageFiles> ckpt_stages;          // guarded by mu
-  Status ckpt_status;                           // guarded by mu
 
   std::mutex mu;
   Status first_error;
@@ -105,11 +144,29 @@ bool Traced(const ParallelTrainerOptions& o, int64_t step) {
   return std::find(o.trace_steps.begin(), o.trace_steps.end(), step) != o.trace_steps.end();
 }
 
-// The metrics line of one step (docs/formats/parallel-metrics.md).
-std::string MetricsLine(const RunContext& ctx, int64_t step, const parallel::RankStepResult& r,
-                        bool loss_spike, const std::vector<double>& all, double step_time_s, double wall_s,
-                        double virtual_s) {
-  const WorldLayout& layout = *ctx.layout;
+nlohmann::ordered_json MigrationJson(const MigrationRecord& m) {
+  nlohmann::ordered_json j;
+  j["from"] = m.from;
+  j["to"] = m.to;
+  j["bytes"] = m.bytes;
+  j["local_bytes"] = m.local_bytes;
+  j["time_s"] = m.time_s;
+  j["transfer_s"] = m.transfer_s;
+  j["sent_bytes"] = m.sent_bytes;
+  j["received_bytes"] = m.received_bytes;
+  if (!m.after.empty()) {
+    j["checksum_before"] = fmt::format("{:016x}", m.before.front().hash);
+    j["checksum_after"] = fmt::format("{:016x}", m.after.front().hash);
+  }
+  return j;
+}
+
+// The metrics line of one step (docs/formats/parallel-metrics.md) run under `layout`, with the
+// record of the plan switch that followed it (nullptr: none).
+std::string MetricsLine(const RunContext& ctx, const WorldLayout& layout, int64_t step,
+                        const parallel::RankStepResult& r, bool loss_spike,
+                        const std::vector<double>& all, double step_time_s, double wall_s,
+                        double virtual_s, const MigrationRecord* migration) {
   const int64_t tokens = layout.global_batch() * ctx.run->train.seq_len;
   nlohmann::ordered_json j;
   j["step"] = step;
@@ -127,15 +184,20 @@ std::string MetricsLine(const RunContext& ctx, int64_t step, const parallel::Ran
   if (ctx.peak_flops > 0) j["mfu"] = ctx.flops_per_token * tps / ctx.peak_flops;
   j["skipped"] = r.skipped;
   j["loss_spike"] = loss_spike;
+  j["plan"] = PlanName(layout.plan());
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (const RankInfo& info : layout.ranks()) {
     const double* v = all.data() + static_cast<size_t>(info.rank) * kGatherFields;
     nlohmann::ordered_json e;
     e["rank"] = info.rank;
     e["device"] = info.device;
-    e["pipeline"] = info.pipeline;
-    e["stage"] = info.stage;
-    e["tp_rank"] = info.tp_rank;
+    if (info.idle()) {
+      e["idle"] = true;
+    } else {
+      e["pipeline"] = info.pipeline;
+      e["stage"] = info.stage;
+      e["tp_rank"] = info.tp_rank;
+    }
     for (int f = 0; f < kNumTimes; ++f) e[kTimeNames[f]] = v[f];
     ranks.push_back(std::move(e));
   }
@@ -164,18 +226,51 @@ std::string MetricsLine(const RunContext& ctx, int64_t step, const parallel::Ran
     }
   }
   j["stages"] = std::move(stages);
+  if (migration != nullptr) j["migration"] = MigrationJson(*migration);
+  if (ctx.options->annotate_metrics) ctx.options->annotate_metrics(step, j);
   return j.dump();
 }
 
-// The backend of rank r: an EmulatedBackend on `clock` for an emulated device type, else a CPU
-// backend with one thread.
+// A CudaBackend for plan device `device` (a device type of vendor `cuda`): the CUDA device is the
+// device's index inside its node; ParallelTrainerOptions::cuda_bf16 selects bf16 matmuls.
+Result<std::unique_ptr<tensor::Backend>> MakeCudaBackend(const RunContext& ctx, int device) {
+  const spec::DeviceType& type = ctx.run->cluster.device_type_of(device);
+#if MOTLEY_HAVE_CUDA
+  backend::CudaBackendOptions o;
+  o.device = ctx.run->cluster.device(device).local_index;
+  o.precision = ctx.options->cuda_bf16 ? backend::CudaPrecision::kBf16
+                                       : backend::CudaPrecision::kFp32;
+  auto be = backend::CudaBackend::Create(o);
+  if (!be.ok()) {
+    return be.status().WithContext(fmt::format("device {} (type '{}')", device, type.name));
+  }
+  return std::unique_ptr<tensor::Backend>(std::move(*be));
+#else
+  return Err("device {}: type '{}' has vendor cuda, but motley was built without CUDA", device,
+             type.name);
+#endif
+}
+
+// The backend of rank r: a CudaBackend for a device type of vendor `cuda` (not emulated), an
+// EmulatedBackend on `clock` for an emulated device type, else a CPU backend with one thread.
 Result<std::unique_ptr<tensor::Backend>> MakeBackend(const RunContext& ctx, int r,
                                                      VirtualClock* clock) {
   const int device = ctx.layout->rank(r).device;
+  if (!ctx.emulated && ctx.run->cluster.device_type_of(device).vendor == "cuda") {
+    return MakeCudaBackend(ctx, device);
+  }
   if (!ctx.emulated) return std::unique_ptr<tensor::Backend>(new backend::CpuBackend(1, r));
   MOTLEY_ASSIGN_OR_RETURN(
       std::unique_ptr<backend::EmulatedBackend> be,
       backend::EmulatedBackend::Create(ctx.run->cluster.device_type_of(device), clock, r, 1));
+  const auto& rates = ctx.options->device_rates;
+  if (static_cast<size_t>(device) < rates.size() && !rates[static_cast<size_t>(device)].empty()) {
+    std::vector<backend::RateChange> schedule;
+    for (const auto& [step, rate] : rates[static_cast<size_t>(device)]) {
+      schedule.push_back(backend::RateChange{step, rate});
+    }
+    be->SetRateSchedule(std::move(schedule));
+  }
   return std::unique_ptr<tensor::Backend>(std::move(be));
 }
 
@@ -186,47 +281,132 @@ Status MemoryStatus(const tensor::Backend& backend, int device) {
   return emulated->memory_status().WithContext(fmt::format("device {}", device));
 }
 
-Status ReportStep(RunContext& ctx, int r, int64_t step, Clock::time_point start,
-                  const parallel::RankStepResult& result, const tensor::Tensor& all);
-Status SaveParallelCheckpoint(RunContext& ctx, int r, comm::Communicator& world,
-                              parallel::ParallelRank& rank, tensor::Backend& backend,
-                              int64_t step);
+Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t step, double wall_s,
+                  const parallel::RankStepResult& result, const tensor::Tensor& all,
+                  const MigrationRecord* migration);
+
+// The step time on the run's clock (see parallel_trainer.h) from every rank's gathered fields;
+// wall_s is this rank's wall time of the step. Sets *virtual_s to the makespan over the ranks.
+double StepTime(const RunContext& ctx, const tensor::Tensor& all, double wall_s,
+                double* virtual_s) {
+  const double* v = all.data<double>();
+  const int64_t n = all.numel() / kGatherFields;
+  double first_start = v[kStartField];
+  double last_end = v[kEndField];
+  for (int64_t q = 1; q < n; ++q) {
+    first_start = std::min(first_start, v[q * kGatherFields + kStartField]);
+    last_end = std::max(last_end, v[q * kGatherFields + kEndField]);
+  }
+  *virtual_s = last_end - first_start;
+  const bool on_virtual = ctx.emulated && ctx.clock_mode == VirtualClock::Mode::kVirtual;
+  return on_virtual ? *virtual_s : wall_s;
+}
+
+// Rank 0's decision after `step` (std::nullopt: keep the plan), checked against the run and the
+// world: Options::plan_switch first, then Options::plan_switches.
+Result<std::optional<spec::Plan>> DecidePlanSwitch(const RunContext& ctx,
+                                                   const WorldLayout& layout, int64_t step,
+                                                   const parallel::RankStepResult& result,
+                                                   const tensor::Tensor& all, double wall_s) {
+  const ParallelTrainerOptions& options = *ctx.options;
+  std::optional<spec::Plan> next;
+  if (options.plan_switch) {
+    StepReport report;
+    report.step = step;
+    report.loss = result.loss;
+    report.grad_norm = result.grad_norm;
+    report.skipped = result.skipped;
+    double virtual_s = 0.0;
+    report.step_time_s = StepTime(ctx, all, wall_s, &virtual_s);
+    report.clock = ClockName(ctx);
+    report.plan = &layout.plan();
+    for (const RankInfo& info : layout.ranks()) {
+      const double* v = all.data<double>() + static_cast<size_t>(info.rank) * kGatherFields;
+      StepReport::Rank e;
+      e.rank = info.rank;
+      e.device = info.device;
+      e.idle = info.idle();
+      e.times = StageTimes{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+      e.probe_s = v[kProbeField];
+      e.probe_expected_s = v[kProbeExpectedField];
+      report.ranks.push_back(e);
+    }
+    next = options.plan_switch(step, report);
+  }
+  if (!next.has_value()) {
+    for (const PlanSwitch& ps : options.plan_switches) {
+      if (ps.step == step) {
+        next = ps.plan;
+        break;
+      }
+    }
+  }
+  if (!next.has_value()) return next;
+  const std::string where = fmt::format("plan switch after step {}", step);
+  MOTLEY_RETURN_IF_ERROR(CheckPlanForRun(*ctx.run, *next).WithContext(where));
+  MOTLEY_RETURN_IF_ERROR(WorldLayout::Build(*next, layout.devices()).status().WithContext(where));
+  return next;
+}
+
+// This rank's samples of the global batch under its current plan: [begin, begin + count).
+struct SampleRange {
+  int64_t begin = 0;
+  int64_t count = 0;  // 0 on an idle rank
+};
+SampleRange SamplesOf(const WorldLayout& layout, int r) {
+  const RankInfo& me = layout.rank(r);
+  if (me.idle()) return {};
+  const std::vector<parallel::SampleSlice>& slices =
+      layout.samples()[static_cast<size_t>(me.pipeline)];
+  const int64_t begin = slices.front().begin;
+  return {begin, slices.back().begin + slices.back().count - begin};
+}
 
 // Trains rank r of the plan over `world`; `clock` is the rank's emulated clock (nullptr when the
-// cluster is not emulated), already charged by `world`.
-Status RunRank(RunContext& ctx, int r, comm::Communicator& world, VirtualClock* clock) {
+// cluster is not emulated), already charged by `world`. The rank's plan may change at a step
+// boundary (see the top of parallel_trainer.h).
+Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualClock* clock,
+               std::atomic<int64_t>* step_counter) {
   const spec::TrainSpec& train = ctx.run->train;
   const ParallelTrainerOptions& options = *ctx.options;
-  const WorldLayout& layout = *ctx.layout;
   MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<tensor::Backend> backend, MakeBackend(ctx, r, clock));
+  // A rank on device memory (cuda) talks to the others through host copies (staged_communicator.h).
+  std::unique_ptr<comm::Communicator> staged;
+  if (!backend->device().host_addressable()) {
+    staged = std::make_unique<StagedCommunicator>(host_world, *backend);
+  }
+  comm::Communicator& world = staged != nullptr ? *staged : host_world;
   auto* emulated = dynamic_cast<backend::EmulatedBackend*>(backend.get());
   parallel::ParallelRankOptions rank_options;
   rank_options.clock = clock != nullptr ? parallel::RankClock(clock) : parallel::RankClock(ctx.origin);
   if (r == options.poison_rank) rank_options.poison_gradient_step = options.poison_gradient_step;
-  MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<parallel::ParallelRank> rank,
-                          parallel::ParallelRank::Create(layout, r, ctx.run->model, train,
+  RankUnderPlan state;  // this rank's current plan (the first plan's layout to begin with)
+  state.layout = std::make_unique<WorldLayout>(*ctx.layout);
+  MOTLEY_ASSIGN_OR_RETURN(state.rank,
+                          parallel::ParallelRank::Create(*state.layout, r, ctx.run->model, train,
                                                          *backend, world, rank_options));
-  const RankInfo& me = rank->info();
-  MOTLEY_RETURN_IF_ERROR(MemoryStatus(*backend, me.device).WithContext("building the stage"));
+  const int device = state.rank->info().device;
+  MOTLEY_RETURN_IF_ERROR(MemoryStatus(*backend, device).WithContext("building the stage"));
   const parallel::RankClock& rank_clock = rank_options.clock;
-  const std::vector<parallel::SampleSlice>& slices =
-      layout.samples()[static_cast<size_t>(me.pipeline)];
-  const int64_t begin = slices.front().begin;
-  const int64_t count = slices.back().begin + slices.back().count - begin;
   const int64_t T = train.seq_len;
-  std::vector<int32_t> inputs(static_cast<size_t>(count * T));
-  std::vector<int32_t> targets(static_cast<size_t>(count * T));
+  SampleRange samples = SamplesOf(*state.layout, r);
+  std::vector<int32_t> inputs(static_cast<size_t>(samples.count * T));
+  std::vector<int32_t> targets(static_cast<size_t>(samples.count * T));
   const auto num_train = static_cast<int64_t>(ctx.data->train.size());
+  const int world_size = state.layout->size();
   tensor::Tensor mine = tensor::HostTensor(tensor::Shape{kGatherFields}, tensor::DType::kF64);
   tensor::Tensor all =
-      tensor::HostTensor(tensor::Shape{kGatherFields * layout.size()}, tensor::DType::kF64);
-  const std::vector<int64_t> counts(static_cast<size_t>(layout.size()), kGatherFields);
+      tensor::HostTensor(tensor::Shape{kGatherFields * world_size}, tensor::DType::kF64);
+  const std::vector<int64_t> counts(static_cast<size_t>(world_size), kGatherFields);
   std::vector<TraceEvent>& trace = ctx.traces[static_cast<size_t>(r)];
   if (!ctx.resume_dir.empty()) {
     MOTLEY_RETURN_IF_ERROR(
-        LoadIntoStage(ctx.resume_dir, *backend, rank->stage().params(), true).status());
+        LoadIntoStage(ctx.resume_dir, *backend, state.rank->stage().params(), true).status());
   }
-  if (!ctx.ranks.empty()) ctx.ranks[static_cast<size_t>(r)] = rank.get();
+  SwitchOptions switch_options;
+  switch_options.rank_options = rank_options;
+  switch_options.check = options.check_migrations;
+  switch_options.on_virtual = ctx.emulated && ctx.clock_mode == VirtualClock::Mode::kVirtual;
 
   // Every rank finished its set-up; on the wall clock, pace from here (the set-up's real time is
   // not emulated time): re-base the origin so that the clock's now() is "now".
@@ -239,34 +419,75 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& world, VirtualClock* 
     clock->Advance(t);
   }
 
+  ProbeOp probe_op;  // used while this rank is idle
   for (int64_t step = ctx.first_step; step <= train.steps; ++step) {
     const Clock::time_point start = Clock::now();
     const Seconds start_s = rank_clock.Now();
     if (emulated != nullptr) emulated->BeginStep(step);
-    const std::vector<int64_t> offsets =
-        TrainBatchOffsets(train.seed, step - 1, layout.global_batch(), T, num_train);
-    const std::span<const int64_t> mine_offsets(offsets.data() + begin,
-                                                static_cast<size_t>(count));
-    GatherSamples(ctx.data->train, mine_offsets, T, inputs, targets);
+    if (step_counter != nullptr) step_counter->store(step);  // link rate schedules (Emulation)
+    if (samples.count > 0) {
+      const std::vector<int64_t> offsets =
+          TrainBatchOffsets(train.seed, step - 1, state.layout->global_batch(), T, num_train);
+      const std::span<const int64_t> mine_offsets(offsets.data() + samples.begin,
+                                                  static_cast<size_t>(samples.count));
+      GatherSamples(ctx.data->train, mine_offsets, T, inputs, targets);
+    }
     const bool traced = Traced(options, step);
     MOTLEY_ASSIGN_OR_RETURN(parallel::RankStepResult result,
-                            rank->Step(step, inputs, targets, traced ? &trace : nullptr));
+                            state.rank->Step(step, inputs, targets, traced ? &trace : nullptr));
     MOTLEY_RETURN_IF_ERROR(
-        MemoryStatus(*backend, me.device).WithContext(fmt::format("step {}", step)));
-    if (r == 0 && ctx.stop_enabled && step == options.sigterm_at_step) std::raise(SIGTERM);
-    PackTimes(result.times, result.skipped, start_s, rank_clock.Now(),
-              ctx.stop_enabled && StopRequested(), mine.data<double>());
+        MemoryStatus(*backend, device).WithContext(fmt::format("step {}", step)));
+    if (r == options.sigterm_rank && ctx.stop_enabled && step == options.sigterm_at_step) {
+      std::raise(SIGTERM);
+    }
+    const Seconds end_s = rank_clock.Now();
+    Probe probe;  // after the step's end: the probe is not part of the step
+    if (emulated != nullptr && state.rank->idle()) probe = probe_op.Run(*emulated, rank_clock);
+    PackTimes(result.times, result.skipped, start_s, end_s, ctx.stop_enabled && StopRequested(),
+              probe, mine.data<double>());
     MOTLEY_RETURN_IF_ERROR(world.AllGather(all, mine, counts).WithContext("step metrics"));
+    const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
     bool stopping = false;  // any rank saw the stop request: all stop at this step
-    for (int q = 0; q < layout.size(); ++q) {
+    for (int q = 0; q < world_size; ++q) {
       const size_t field = static_cast<size_t>(q) * kGatherFields + kStopField;
       stopping = stopping || all.data<double>()[field] != 0.0;
     }
+
+    // A plan switch at this step boundary (never after the last step or a stop request).
+    std::optional<SwitchOutcome> switched;
+    if (!stopping && step < train.steps) {
+      std::optional<spec::Plan> decision;
+      if (r == 0) {
+        MOTLEY_ASSIGN_OR_RETURN(decision,
+                                DecidePlanSwitch(ctx, *state.layout, step, result, all, wall_s));
+      }
+      MOTLEY_ASSIGN_OR_RETURN(std::optional<spec::Plan> next, AgreeOnPlan(world, decision));
+      if (next.has_value()) {
+        MOTLEY_ASSIGN_OR_RETURN(
+            SwitchOutcome outcome,
+            SwitchPlan(*ctx.run, r, world, *backend, switch_options, step, state, *next));
+        switched = std::move(outcome);
+        MOTLEY_RETURN_IF_ERROR(MemoryStatus(*backend, device)
+                                   .WithContext(fmt::format("plan switch after step {}", step)));
+        samples = SamplesOf(*state.layout, r);
+        inputs.assign(static_cast<size_t>(samples.count * T), 0);
+        targets.assign(static_cast<size_t>(samples.count * T), 0);
+      }
+    }
     if (r == ctx.summary_rank) {
-      MOTLEY_RETURN_IF_ERROR(ReportStep(ctx, r, step, start, result, all));
+      MOTLEY_RETURN_IF_ERROR(ReportStep(ctx, r, switched ? *switched->old : *state.layout, step,
+                                        wall_s, result, all,
+                                        switched ? &switched->record : nullptr));
     }
     if (ctx.save_checkpoints && CheckpointDue(train.checkpoint, step, train.steps, stopping)) {
-      MOTLEY_RETURN_IF_ERROR(SaveParallelCheckpoint(ctx, r, world, *rank, *backend, step));
+      MOTLEY_ASSIGN_OR_RETURN(std::string dir,
+                              SaveParallelCheckpoint(world, *state.layout, *state.rank, *backend,
+                                                     ctx.run->model, train, step));
+      if (r == ctx.summary_rank) ctx.summary.last_checkpoint = dir;
+      if (r == 0 && options.out != nullptr) {
+        fmt::print(options.out, "step {}: checkpoint {}\n", step, dir);
+        std::fflush(options.out);
+      }
     }
     if (stopping) {
       if (r == ctx.summary_rank) ctx.summary.stopped = true;
@@ -276,143 +497,75 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& world, VirtualClock* 
   return Status::Ok();
 }
 
-// Rank `r` (the summary rank) records step `step` in the summary; rank 0 also writes the metrics
-// line and the progress line. `all` holds every rank's gathered fields.
-Status ReportStep(RunContext& ctx, int r, int64_t step, Clock::time_point start,
-                  const parallel::RankStepResult& result, const tensor::Tensor& all) {
+// Rank `r` (the summary rank) records step `step`, run under `layout`, in the summary; rank 0
+// also writes the metrics line and the progress line. `all` holds every rank's gathered fields;
+// `migration` (may be nullptr) is the plan switch that followed the step.
+Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t step, double wall_s,
+                  const parallel::RankStepResult& result, const tensor::Tensor& all,
+                  const MigrationRecord* migration) {
   const spec::TrainSpec& train = ctx.run->train;
   const ParallelTrainerOptions& options = *ctx.options;
-  const WorldLayout& layout = *ctx.layout;
   const int64_t T = train.seq_len;
   const int64_t log_every =
       options.log_every > 0 ? options.log_every : std::max<int64_t>(1, train.steps / 20);
-  {
-    const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  double virtual_s = 0.0;
+  const double step_time_s = StepTime(ctx, all, wall_s, &virtual_s);
+  const bool on_virtual = ctx.emulated && ctx.clock_mode == VirtualClock::Mode::kVirtual;
+  ParallelTrainSummary& s = ctx.summary;
+  s.losses.push_back(result.loss);
+  s.grad_norms.push_back(result.grad_norm);
+  if (result.skipped) s.skipped_steps.push_back(step);
+  const bool spike = !result.skipped && ctx.loss_spikes.Observe(result.loss);
+  if (spike) s.loss_spike_steps.push_back(step);
+  const int64_t tokens = layout.global_batch() * T;
+  s.tokens += tokens;
+  s.step_times_s.push_back(step_time_s);
+  s.train_time_s += step_time_s;
+  s.wall_time_s += wall_s;
+  s.final_plan = PlanName(layout.plan());
+  if (migration != nullptr) {
+    s.migrations.push_back(*migration);
+    s.migration_bytes += migration->bytes;
+    s.migration_time_s += migration->time_s;
+    s.train_time_s += migration->time_s;
+    s.final_plan = migration->to;
+  }
+  if (r != 0) return Status::Ok();
+  if (ctx.metrics != nullptr) {
     const double* v = all.data<double>();
-    double first_start = v[kStartField];
-    double last_end = v[kEndField];
-    for (int q = 1; q < layout.size(); ++q) {
-      first_start = std::min(first_start, v[static_cast<size_t>(q) * kGatherFields + kStartField]);
-      last_end = std::max(last_end, v[static_cast<size_t>(q) * kGatherFields + kEndField]);
-    }
-    const double virtual_s = last_end - first_start;
-    const bool on_virtual = ctx.emulated && ctx.clock_mode == VirtualClock::Mode::kVirtual;
-    const double step_time_s = on_virtual ? virtual_s : wall_s;
-    ParallelTrainSummary& s = ctx.summary;
-    s.losses.push_back(result.loss);
-    s.grad_norms.push_back(result.grad_norm);
-    if (result.skipped) s.skipped_steps.push_back(step);
-    const bool spike = !result.skipped && ctx.loss_spikes.Observe(result.loss);
-    if (spike) s.loss_spike_steps.push_back(step);
-    const int64_t tokens = layout.global_batch() * T;
-    s.tokens += tokens;
-    s.step_times_s.push_back(step_time_s);
-    s.train_time_s += step_time_s;
-    s.wall_time_s += wall_s;
-    if (r != 0) return Status::Ok();
-    if (ctx.metrics != nullptr) {
-      const std::vector<double> values(v, v + all.numel());
-      const std::string line =
-          MetricsLine(ctx, step, result, spike, values, step_time_s, wall_s, virtual_s) + "\n";
-      if (std::fputs(line.c_str(), ctx.metrics) < 0 || std::fflush(ctx.metrics) != 0) {
-        return Err("metrics file: write failed at step {}", step);
-      }
-    }
-    if (options.out != nullptr &&
-        (result.skipped || spike || step % log_every == 0 || step == train.steps)) {
-      const double tps = static_cast<double>(tokens) / step_time_s;
-      std::string mfu;
-      if (ctx.peak_flops > 0) {
-        mfu = fmt::format(" | MFU {:.2f}%", 100.0 * ctx.flops_per_token * tps / ctx.peak_flops);
-      }
-      fmt::print(options.out,
-                 "step {}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s{}{}{}{}\n", step,
-                 train.steps, result.loss, result.lr, result.grad_norm, tps,
-                 on_virtual ? " (virtual)" : "", mfu,
-                 result.skipped ? " | SKIPPED: non-finite loss or gradient norm" : "",
-                 spike ? fmt::format(" | LOSS SPIKE (recent mean {:.4f})", ctx.loss_spikes.mean())
-                       : std::string());
-      std::fflush(options.out);
+    const std::vector<double> values(v, v + all.numel());
+    const std::string line = MetricsLine(ctx, layout, step, result, spike, values, step_time_s,
+                                         wall_s, virtual_s, migration) +
+                             "\n";
+    if (std::fputs(line.c_str(), ctx.metrics) < 0 || std::fflush(ctx.metrics) != 0) {
+      return Err("metrics file: write failed at step {}", step);
     }
   }
+  if (options.out == nullptr) return Status::Ok();
+  if (result.skipped || spike || step % log_every == 0 || step == train.steps) {
+    const double tps = static_cast<double>(tokens) / step_time_s;
+    std::string mfu;
+    if (ctx.peak_flops > 0) {
+      mfu = fmt::format(" | MFU {:.2f}%", 100.0 * ctx.flops_per_token * tps / ctx.peak_flops);
+    }
+    fmt::print(options.out,
+               "step {}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s{}{}{}{}\n", step,
+               train.steps, result.loss, result.lr, result.grad_norm, tps,
+               on_virtual ? " (virtual)" : "", mfu,
+               result.skipped ? " | SKIPPED: non-finite loss or gradient norm" : "",
+               spike ? fmt::format(" | LOSS SPIKE (recent mean {:.4f})", ctx.loss_spikes.mean())
+                     : std::string());
+  }
+  if (migration != nullptr) {
+    fmt::print(options.out,
+               "step {}: plan {} -> {}: migrated {:.3f} MB ({:.3f} MB kept in place) in {:.3f} ms"
+               "{} (transfer {:.3f} ms)\n",
+               step, migration->from, migration->to, static_cast<double>(migration->bytes) / 1e6,
+               static_cast<double>(migration->local_bytes) / 1e6, migration->time_s * 1e3,
+               on_virtual ? " of virtual time" : "", migration->transfer_s * 1e3);
+  }
+  std::fflush(options.out);
   return Status::Ok();
-}
-
-// Saves the checkpoint of step `step` (threads launch; collective over `world`): rank 0 begins
-// it, the TP rank 0 of each stage of pipeline 0 writes that stage's files (whole tensors gathered
-// from its TP group's parameter sets, which their ranks leave untouched while they wait in the
-// barrier), rank 0 commits. Every rank returns the same outcome.
-Status SaveParallelCheckpoint(RunContext& ctx, int r, comm::Communicator& world,
-                              parallel::ParallelRank& rank, tensor::Backend& backend,
-                              int64_t step) {
-  const spec::TrainSpec& train = ctx.run->train;
-  const WorldLayout& layout = *ctx.layout;
-  const RankInfo& me = rank.info();
-  auto fail = [&ctx](const Status& s) {
-    std::lock_guard<std::mutex> lock(ctx.mu);
-    if (ctx.ckpt_status.ok()) ctx.ckpt_status = s;
-  };
-  if (r == 0) {
-    ctx.ckpt_stages.clear();
-    Result<std::string> tmp = BeginCheckpoint(train.checkpoint.dir, step);
-    if (tmp.ok()) {
-      ctx.ckpt_tmp = *tmp;
-    } else {
-      fail(tmp.status());
-    }
-  }
-  MOTLEY_RETURN_IF_ERROR(world.Barrier().WithContext("checkpoint begin"));
-  const int num_stages = static_cast<int>(layout.plan().pipelines.front().stages.size());
-  if (me.pipeline == 0 && me.tp_rank == 0) {
-    bool go = false;
-    {
-      std::lock_guard<std::mutex> lock(ctx.mu);
-      go = ctx.ckpt_status.ok();
-    }
-    if (go) {
-      std::vector<ShardSource> others;
-      for (int q : layout.stage_ranks(0, me.stage)) {
-        if (q == r) continue;
-        others.push_back(ShardSource{ctx.reader.get(),
-                                     &ctx.ranks[static_cast<size_t>(q)]->stage().params()});
-      }
-      Result<StageFiles> files =
-          WriteStageFiles(ctx.ckpt_tmp, me.stage, num_stages,
-                          StageToSave(&backend, &rank.stage().params(), std::move(others)),
-                          /*save_optimizer=*/true);
-      if (files.ok()) {
-        std::lock_guard<std::mutex> lock(ctx.mu);
-        ctx.ckpt_stages.push_back(std::move(*files));
-      } else {
-        fail(files.status().WithContext(fmt::format("stage {}", me.stage)));
-      }
-    }
-  }
-  MOTLEY_RETURN_IF_ERROR(world.Barrier().WithContext("checkpoint stage files"));
-  if (r == 0 && ctx.ckpt_status.ok()) {
-    std::sort(ctx.ckpt_stages.begin(), ctx.ckpt_stages.end(),
-              [](const StageFiles& a, const StageFiles& b) { return a.stage < b.stage; });
-    SaveOptions save;
-    save.keep_last = std::max<int64_t>(1, train.checkpoint.keep_last);
-    const CheckpointMetadata md = MakeCheckpointMetadata(
-        ctx.run->model, train, step, layout.global_batch(),
-        nlohmann::json::parse(spec::PlanToJson(layout.plan()), nullptr,
-                              /*allow_exceptions=*/false));
-    Result<std::string> dir =
-        CommitCheckpoint(train.checkpoint.dir, ctx.ckpt_tmp, md, ctx.ckpt_stages, save);
-    if (dir.ok()) {
-      ctx.summary.last_checkpoint = *dir;
-      if (ctx.options->out != nullptr) {
-        fmt::print(ctx.options->out, "step {}: checkpoint {}\n", step, *dir);
-        std::fflush(ctx.options->out);
-      }
-    } else {
-      fail(dir.status());
-    }
-  }
-  MOTLEY_RETURN_IF_ERROR(world.Barrier().WithContext("checkpoint commit"));
-  std::lock_guard<std::mutex> lock(ctx.mu);
-  return ctx.ckpt_status.WithContext(fmt::format("checkpoint of step {}", step));
 }
 
 Status WriteTrace(const RunContext& ctx, const std::string& path) {
@@ -469,6 +622,14 @@ Status SetUpEmulation(const spec::RunFile& run, const ParallelTrainerOptions& op
     }
   }
   ctx.emulated = emulated != 0;
+  const bool injects = options.link_rates != nullptr ||
+                       std::any_of(options.device_rates.begin(), options.device_rates.end(),
+                                   [](const auto& s) { return !s.empty(); });
+  if (!ctx.emulated && injects) {
+    return Err("straggler injection: the cluster '{}' has no emulated device types; rates can only "
+               "be injected into emulated devices and links",
+               run.cluster.name);
+  }
   if (!ctx.emulated) {
     if (options.clock != ClockChoice::kAuto) {
       return Err("--clock: the cluster '{}' has no emulated device types; its runs use the host "
@@ -484,6 +645,13 @@ Status SetUpEmulation(const spec::RunFile& run, const ParallelTrainerOptions& op
       if (a.rank == b.rank) continue;
       const spec::LinkClass& link = run.cluster.LinkBetween(a.device, b.device);
       ctx.links->Set(a.rank, b.rank, comm::LinkModel{link.latency_s, link.EffectiveBandwidth()});
+      if (options.link_rates != nullptr && a.rank < b.rank) {
+        std::vector<comm::LinkRateChange> schedule;
+        for (const auto& [step, rate] : options.link_rates(a.device, b.device)) {
+          schedule.push_back(comm::LinkRateChange{step, rate});
+        }
+        if (!schedule.empty()) ctx.links->SetRateSchedule(a.rank, b.rank, std::move(schedule));
+      }
     }
   }
   return ctx.links->Validate().WithContext(fmt::format("cluster '{}' links", run.cluster.name));
@@ -555,6 +723,7 @@ Result<ParallelTrainSummary> Finish(RunContext& ctx) {
   summary.steps = static_cast<int64_t>(summary.losses.size());
   summary.ranks = ctx.layout->size();
   summary.clock = ClockName(ctx);
+  if (summary.final_plan.empty()) summary.final_plan = PlanName(ctx.layout->plan());
   if (summary.train_time_s > 0) {
     summary.tokens_per_s = static_cast<double>(summary.tokens) / summary.train_time_s;
     summary.gflops = ctx.flops_per_token * summary.tokens_per_s / 1e9;
@@ -580,13 +749,7 @@ Result<ClockChoice> ParseClockChoice(const std::string& text) {
 }
 
 Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan) {
-  const std::string where = plan.source.empty() ? "plan" : plan.source;
-  MOTLEY_RETURN_IF_ERROR(spec::ValidatePlan(plan, run.cluster, run.model, run.train));
-  if (plan.optimizer_sharding != spec::OptimizerSharding::kNone) {
-    return Err("{}: optimizer_sharding: '{}' is not supported by the runtime yet; use 'none'", where,
-               spec::OptimizerShardingName(plan.optimizer_sharding));
-  }
-  return Status::Ok();
+  return spec::ValidatePlan(plan, run.cluster, run.model, run.train);
 }
 
 Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec::Plan& plan,
@@ -603,8 +766,6 @@ Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec:
   if (!run.train.checkpoint.dir.empty()) {
     ctx.save_checkpoints = true;
     ctx.stop_enabled = true;
-    ctx.ranks.assign(static_cast<size_t>(p.layout->size()), nullptr);
-    ctx.reader = std::make_unique<backend::CpuBackend>(1);
     stop_guard.emplace();
   }
 
@@ -614,12 +775,13 @@ Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec:
   for (int r = 0; r < p.layout->size(); ++r) {
     threads.emplace_back([&ctx, &world, r] {
       VirtualClock clock(ctx.clock_mode, ctx.origin);
+      std::atomic<int64_t> step{ctx.first_step};
       comm::Emulation emulation;
-      if (ctx.emulated) emulation = comm::Emulation{ctx.links.get(), &clock};
+      if (ctx.emulated) emulation = comm::Emulation{ctx.links.get(), &clock, 1.0, &step};
       Result<std::unique_ptr<comm::Communicator>> comm =
           world->Connect(r, ctx.options->comm, emulation);
       Status s = comm.status();
-      if (s.ok()) s = RunRank(ctx, r, **comm, ctx.emulated ? &clock : nullptr);
+      if (s.ok()) s = RunRank(ctx, r, **comm, ctx.emulated ? &clock : nullptr, &step);
       if (!s.ok()) {
         ctx.Record(r, s);
         world->Abort(fmt::format("rank {} failed: {}", r, s.message()));
@@ -636,18 +798,24 @@ Result<ParallelTrainSummary> TrainParallelProcess(const spec::RunFile& run, cons
                                                   const ConnectWorld& connect) {
   // Every process checks the plan and reads the data; only rank 0 writes the metrics file, so it
   // is opened once the rank is known.
-  if (!run.train.checkpoint.dir.empty()) {
-    return Err("train.checkpoint.dir: saving checkpoints under a launcher (one rank per process) "
-               "is not implemented yet; run the plan as threads, or unset it (resume works)");
-  }
   MOTLEY_ASSIGN_OR_RETURN(Prepared p, Prepare(run, plan, options, /*open_metrics=*/false));
   RunContext& ctx = *p.ctx;
   ctx.origin = Clock::now();
   VirtualClock clock(ctx.clock_mode, ctx.origin);
+  std::atomic<int64_t> step{ctx.first_step};
   comm::Emulation emulation;
-  if (ctx.emulated) emulation = comm::Emulation{ctx.links.get(), &clock};
+  if (ctx.emulated) emulation = comm::Emulation{ctx.links.get(), &clock, 1.0, &step};
   MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, connect(emulation));
   const int r = world->rank();
+  // Checkpoints: saved by messages (parallel_checkpoint.h); a SIGTERM to any process stops every
+  // rank at the same step (its flag travels with the step's metrics gather) after saving. The
+  // handler is installed after the launcher's library started (it may install its own).
+  std::optional<StopSignalGuard> stop_guard;
+  if (!run.train.checkpoint.dir.empty()) {
+    ctx.save_checkpoints = true;
+    ctx.stop_enabled = true;
+    stop_guard.emplace();
+  }
   if (world->size() != p.layout->size()) {
     const Status s = Err("{}: the plan has {} ranks but the launcher started {} processes",
                          plan.source.empty() ? "plan" : plan.source, p.layout->size(),
@@ -671,7 +839,7 @@ Result<ParallelTrainSummary> TrainParallelProcess(const spec::RunFile& run, cons
     PrintHeader(ctx, plan, "as processes");
   }
   backend::SetBlasThreads(1);  // one rank, one backend thread (like every rank of the threads launch)
-  if (s.ok()) s = RunRank(ctx, r, *world, ctx.emulated ? &clock : nullptr);
+  if (s.ok()) s = RunRank(ctx, r, *world, ctx.emulated ? &clock : nullptr, &step);
   if (!s.ok()) {
     const Status failed = s.WithContext(fmt::format("rank {}", r));
     world->Abort(fmt::format("rank {} failed: {}", r, s.message()));

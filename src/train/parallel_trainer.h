@@ -26,13 +26,29 @@
 // a trace path, the actions of chosen steps of every rank go to a Chrome trace (Perfetto JSON,
 // docs/formats/trace.md).
 //
-// Checkpoints (trainer_checkpoint.h; threads launch): with train.checkpoint.dir set, after every
-// `every_steps` steps, after the last step and at the step boundary after a SIGTERM (every rank
-// stops at the same step: the stop flag travels with the step's metrics gather), pipeline 0's
-// stages each write their files (the TP rank 0 of a stage assembles the whole tensors from its
-// group's shards) and rank 0 commits; the last `keep_last` are kept. Options::resume loads a
-// checkpoint written under any plan (or serially) into every rank and continues at its step + 1.
-// Under a launcher (TrainParallelProcess) resume works, saving is not implemented (an error).
+// Checkpoints (trainer_checkpoint.h; both launches): with train.checkpoint.dir set, after every
+// `every_steps` steps, after the last step and at the step boundary after a SIGTERM to any rank's
+// process (every rank stops at the same step: the stop flag travels with the step's metrics
+// gather), pipeline 0's stages each write their files and rank 0 commits; the last `keep_last`
+// are kept. The save goes by messages over the world communicator (parallel_checkpoint.h: the TP
+// rank 0 of a stage receives its group's shards and assembles the whole tensors; the outcome of
+// each phase is agreed by all ranks), so threads and processes share it; under a launcher the
+// writers and rank 0 must see ROOT on one file system. Options::resume loads a checkpoint
+// written under any plan (or serially) into every rank and continues at its step + 1.
+//
+// Plan switches (DESIGN.md §9; the entry point of the re-plan controller): after each step,
+// rank 0 asks Options::plan_switch (or looks the step up in Options::plan_switches) for a new
+// plan; the answer is broadcast to every rank. A new plan must pass CheckPlanForRun and use only
+// devices of the running world (the devices of the plan the run started with; the world size
+// never changes); a device it leaves out idles (it joins the world's collectives, trains nothing)
+// until a later plan takes it back. On a switch every rank snapshots its state to host memory,
+// frees its old stage, builds the new one (TP and DP groups, schedule, executor) and receives its
+// parameters and AdamW moments directly from their old holders (parallel/migration.h); the next
+// step's data assignment follows the new plan, so the loss trajectory is unchanged. The step's
+// metrics line gets a `migration` record (bytes, time, old and new plan), the progress line says
+// it, and the summary lists every migration. With Options::check_migrations each replica's state
+// checksum (parallel::ChecksumState) is taken just before and just after, and a difference is an
+// error. Trace rows keep the labels of the first plan.
 //
 // Errors (Result): a plan rejected by CheckPlanForRun (before any rank starts), a plan mixing
 // emulated and non-emulated device types, an emulated device's memory capacity exceeded (names
@@ -47,11 +63,16 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "comm/communicator.h"
 #include "comm/link_model.h"
 #include "core/status.h"
+#include "parallel/migration.h"
+#include "parallel/stage_executor.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
 
@@ -62,6 +83,39 @@ namespace motley::train {
 enum class ClockChoice : uint8_t { kAuto, kVirtual, kWall };
 // Parses "auto" | "virtual" | "wall".
 Result<ClockChoice> ParseClockChoice(const std::string& text);
+
+// One step as rank 0 sees it once every rank reported (the input of a plan-switch decision).
+struct StepReport {
+  int64_t step = 0;
+  double loss = 0.0;
+  double grad_norm = 0.0;
+  bool skipped = false;
+  double step_time_s = 0.0;  // on `clock` (see the top of this file)
+  std::string clock;         // "virtual", "wall" or "host"
+  const spec::Plan* plan = nullptr;  // the plan the step ran under; valid during the call only
+  struct Rank {
+    int rank = 0;
+    int device = 0;
+    bool idle = false;          // left out of the plan
+    parallel::StageTimes times;  // on the rank's clock
+    // An idle rank on an emulated device runs a probe op (a small matmul) each step: its time on
+    // the rank's clock and the time the device type's profile gives it (0 when none ran).
+    double probe_s = 0.0;
+    double probe_expected_s = 0.0;
+  };
+  std::vector<Rank> ranks;  // every world rank, by rank
+};
+
+// Called on rank 0 after each step but the last (not after a SIGTERM stop); a plan returned is
+// adopted before the next step (see the top of this file); std::nullopt keeps the current plan.
+using PlanSwitchFn =
+    std::function<std::optional<spec::Plan>(int64_t step, const StepReport& report)>;
+
+// A scheduled switch: after step `step`, adopt `plan`.
+struct PlanSwitch {
+  int64_t step = 0;
+  spec::Plan plan;
+};
 
 struct ParallelTrainerOptions {
   std::FILE* out = stdout;    // progress lines and summary; nullptr: silent
@@ -77,8 +131,44 @@ struct ParallelTrainerOptions {
   // A checkpoint folder or ROOT (its latest complete checkpoint) to continue from; empty: start
   // from the seeded initialisation.
   std::string resume;
-  // Test hook: rank 0 raises SIGTERM in this process at the end of this step (0: never).
+  // Test hook: rank `sigterm_rank` raises SIGTERM in its process at the end of this step (0:
+  // never). Only with checkpoints on (train.checkpoint.dir), whose handler turns it into a stop.
   int64_t sigterm_at_step = 0;
+  int sigterm_rank = 0;
+  // Plan switches: the callback is asked first; when it is unset or returns std::nullopt, a
+  // plan_switches entry for the step (the first one) applies.
+  PlanSwitchFn plan_switch;
+  std::vector<PlanSwitch> plan_switches;
+  // Checksum every replica's state before and after each migration; a difference is an error.
+  bool check_migrations = false;
+  // Ranks on devices of vendor `cuda` (a CudaBackend, docs/backend-cuda.md): false runs them in
+  // fp32; true rounds matmul operands to bf16 (fp32 accumulation, fp32 master weights).
+  bool cuda_bf16 = false;
+  // Straggler injection (emulated clusters only; `motley train --inject`, docs/formats/
+  // scenario.md): a schedule is a list of (first step, rate), the rate a fraction of nominal speed
+  // (0.33: three times slower, 1: healthy). device_rates[d]: device d's emulated backend (empty:
+  // nominal); link_rates(a, b): the link between devices a and b, both directions (unset: none).
+  using RateSteps = std::vector<std::pair<int64_t, double>>;
+  std::vector<RateSteps> device_rates;
+  std::function<RateSteps(int device_a, int device_b)> link_rates;
+  // Called on rank 0 with each step's metrics line before it is written, to add records (e.g. the
+  // straggler loop's `straggler` record, docs/formats/parallel-metrics.md). Unset: nothing added.
+  std::function<void(int64_t step, nlohmann::ordered_json& line)> annotate_metrics;
+};
+
+// One plan switch as it happened.
+struct MigrationRecord {
+  int64_t step = 0;             // after this step (the next one ran under `to`)
+  std::string from, to;         // plan names (Plan::source, or "plan")
+  int64_t bytes = 0;            // network bytes moved, all ranks together
+  int64_t local_bytes = 0;      // bytes ranks kept (copied in place, not transferred)
+  // On the run's clock: the virtual makespan over ranks (virtual clock), else the slowest rank.
+  double time_s = 0.0;          // the whole switch: snapshot, rebuild, transfer, write-back
+  double transfer_s = 0.0;      // its transfer part (parallel::Migrate), slowest rank
+  std::vector<int64_t> sent_bytes;      // per world rank
+  std::vector<int64_t> received_bytes;  // per world rank
+  // With check_migrations: per replica, just before (old plan) and just after (new plan).
+  std::vector<parallel::StateChecksum> before, after;
 };
 
 struct ParallelTrainSummary {
@@ -95,16 +185,21 @@ struct ParallelTrainSummary {
   // "virtual" or "wall" (emulated devices), "host" (non-emulated: the steady clock).
   std::string clock;
   std::vector<double> step_times_s;    // per step, on `clock` (see the top of this file)
-  double train_time_s = 0.0;           // sum of step_times_s
+  double train_time_s = 0.0;           // sum of step_times_s plus migration_time_s
   double wall_time_s = 0.0;            // sum of rank 0's wall step times
   double tokens_per_s = 0.0;           // tokens / train_time_s (on `clock`)
   double gflops = 0.0;                 // achieved GFLOP/s (flops.h accounting)
   double mfu = 0.0;                    // gflops / sum of the plan's devices' fp32 peak
+  std::vector<MigrationRecord> migrations;  // plan switches, in order
+  int64_t migration_bytes = 0;         // sum of their network bytes
+  double migration_time_s = 0.0;       // sum of their time_s (on `clock`)
+  std::string final_plan;              // name of the plan of the last step
 };
 
 // The checks `motley train --plan` runs before starting any rank: spec::ValidatePlan (every
-// error names the pipeline, stage and field) plus what this runtime does not implement
-// (optimizer_sharding 'zero1'). Errors are prefixed with the plan's source.
+// error names the pipeline, stage and field). Errors are prefixed with the plan's source.
+// optimizer_sharding 'zero1' shards the AdamW moments of every uniform data-parallel layer group
+// (parallel/grad_sync.h); checkpoints gather them whole first.
 Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan);
 
 // All ranks as threads of this process over a LocalWorld.

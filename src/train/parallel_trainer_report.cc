@@ -21,13 +21,19 @@ std::string FormatParallelSummary(const ParallelTrainSummary& s) {
   const std::string clock = s.clock == "virtual" ? " of virtual time" : "";
   const std::string wall =
       s.clock == "virtual" ? fmt::format(" ({:.2f} s of wall time)", s.wall_time_s) : "";
+  std::string migrations;
+  if (!s.migrations.empty()) {
+    migrations = fmt::format("plan switches: {}, {:.3f} MB moved in {:.3f} ms{} (final plan {})\n",
+                             s.migrations.size(), static_cast<double>(s.migration_bytes) / 1e6,
+                             s.migration_time_s * 1e3, clock, s.final_plan);
+  }
   return fmt::format(
       "done: {} steps on {} ranks, {} tokens in {:.3f} s{}{}\n"
       "loss: first step {:.4f}, final {:.4f}; skipped steps: {}\n"
-      "throughput ({} clock): {:.0f} tokens/s, {:.2f} GFLOP/s achieved, MFU {:.2f}%\n",
+      "throughput ({} clock): {:.0f} tokens/s, {:.2f} GFLOP/s achieved, MFU {:.2f}%\n{}",
       s.steps, s.ranks, s.tokens, s.train_time_s, clock, wall,
       s.losses.empty() ? 0.0 : s.losses.front(), s.losses.empty() ? 0.0 : s.losses.back(), skipped,
-      s.clock, s.tokens_per_s, s.gflops, 100.0 * s.mfu);
+      s.clock, s.tokens_per_s, s.gflops, 100.0 * s.mfu, migrations);
 }
 
 std::string FormatPlanComparison(const std::vector<std::string>& labels,

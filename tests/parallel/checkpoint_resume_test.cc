@@ -138,6 +138,39 @@ TEST(CheckpointResumeTest, SaveUnderPlanAResumeUnderPlanB) {
   ExpectUninterrupted(s->losses, s->first_step, "plan A -> serial");
 }
 
+// ZeRO-1 on both sides: two replicas split 2 + 2 and 1 + 3 (every layer group uniform, so every
+// tensor's moments are sharded) save at step 10 (the moments are gathered whole for the files)
+// and resume under the same plan with ZeRO-1 again (the loaded moments are sharded at the next
+// step) and under plan C without it.
+TEST(CheckpointResumeTest, ZeroOneSaveAndResume) {
+  const std::string dir = FreshDir("ckpt_zero1");
+  spec::RunFile run = TinyRun(kSteps);
+  run.train.checkpoint.dir = dir;
+  run.train.checkpoint.every_steps = kSaveStep;
+  spec::Plan b =
+      MakePlan({Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1})}, 2, 3),
+                Pipeline({Stage(0, 1, true, false, {2}), Stage(1, 3, false, true, {3})}, 3, 2)},
+               "zero1 dp2 of pp2");
+  b.optimizer_sharding = spec::OptimizerSharding::kZero1;
+  train::ParallelTrainerOptions options = Quiet();
+  options.sigterm_at_step = kSaveStep;
+  auto first = train::TrainParallel(run, b, options);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->steps, kSaveStep);
+  ExpectUninterrupted(first->losses, 1, "zero1 before the stop");
+
+  for (const bool zero1 : {true, false}) {
+    train::ParallelTrainerOptions resume = Quiet();
+    resume.resume = dir;
+    spec::Plan next = zero1 ? b : PlanC();
+    auto resumed = train::TrainParallel(TinyRun(kSteps), next, resume);
+    ASSERT_TRUE(resumed.ok()) << resumed.status().message();
+    EXPECT_EQ(resumed->first_step, kSaveStep + 1);
+    ExpectUninterrupted(resumed->losses, resumed->first_step,
+                        zero1 ? "zero1 -> zero1" : "zero1 -> plan C");
+  }
+}
+
 TEST(CheckpointResumeTest, SerialSaveOnSigtermResumeUnderPlanC) {
   const std::string dir = FreshDir("ckpt_serial");
   spec::TrainSpec train = TinyTrain(kSteps);

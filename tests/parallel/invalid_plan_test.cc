@@ -78,9 +78,6 @@ std::vector<Case> Cases() {
       {"pipeline without stages", [](P& p) { p.pipelines[1].stages.clear(); },
        {"pipelines[1].stages"}},
       {"no pipelines", [](P& p) { p.pipelines.clear(); }, {"pipelines"}},
-      {"ZeRO-1 requested",
-       [](P& p) { p.optimizer_sharding = spec::OptimizerSharding::kZero1; },
-       {"optimizer_sharding", "zero1"}},
   };
 }
 

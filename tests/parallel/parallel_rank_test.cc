@@ -3,6 +3,7 @@
 // and (multi-rank) that after a few steps every holder of a parameter, whatever its replica's
 // stage split and TP degree, holds bitwise the same values (the DP groups sum the right
 // gradients and every holder applies the same update).
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -214,6 +215,75 @@ TEST(ParallelRankTest, EveryHolderOfAParameterHoldsTheSameValuesAfterTraining) {
   init.Initialize(backend, run.train.seed);
   EXPECT_NE(Host(backend, init.Find("model.layers.1.mlp.down_proj.weight")->value),
             values[std::make_pair(0, std::string("model.layers.1.mlp.down_proj.weight"))]);
+}
+
+// ZeRO-1 is really on: blocks 0-1 are held by both replicas (one uniform group of 2), so their
+// moments live only in the shards between steps; the head (held by replica 0's last stage and
+// replica 1's only stage) too. GatherOptimizerState makes them whole and equal on both replicas.
+TEST(ParallelRankTest, ZeroOneShardsMomentsAndGathersThemWhole) {
+  const spec::RunFile run = TinyRun(2);
+  spec::Plan plan = MakePlan({Pipeline({Stage(0, 4, true, true, {0})}, 2, 3),
+                              Pipeline({Stage(0, 4, true, true, {1})}, 3, 2)},
+                             "zero1-dp2");
+  plan.optimizer_sharding = spec::OptimizerSharding::kZero1;
+  auto layout = WorldLayout::Build(plan);
+  ASSERT_TRUE(layout.ok()) << layout.status().message();
+  auto data = train::LoadTokenSplits(run.train.data, run.model.vocab_size, run.train.seq_len);
+  ASSERT_TRUE(data.ok()) << data.status().message();
+  backend::SetBlasThreads(1);
+  auto world = comm::LocalWorld::Create(2);
+  std::mutex mu;
+  std::map<std::string, std::vector<float>> moments[2];  // per rank: name -> m after gathering
+  int undefined[2] = {0, 0};  // per rank: tensors whose moments were sharded after the steps
+  std::vector<Status> status(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto fail = [&](const Status& st) {
+        status[static_cast<size_t>(r)] = st;
+        world->Abort(st.message());
+      };
+      auto comm = world->Connect(r);
+      if (!comm.ok()) return fail(comm.status());
+      backend::CpuBackend backend(1, r);
+      auto rank = parallel::ParallelRank::Create(*layout, r, run.model, run.train, backend, **comm);
+      if (!rank.ok()) return fail(rank.status());
+      const int64_t count = 6, T = run.train.seq_len;
+      std::vector<int32_t> inputs(static_cast<size_t>(count * T)), targets(inputs.size());
+      for (int64_t step = 1; step <= run.train.steps; ++step) {
+        const auto offsets = train::TrainBatchOffsets(run.train.seed, step - 1, 12, T,
+                                                      static_cast<int64_t>(data->train.size()));
+        train::GatherSamples(data->train,
+                             std::span<const int64_t>(offsets.data() + 6 * r,
+                                                      static_cast<size_t>(count)),
+                             T, inputs, targets);
+        auto result = (*rank)->Step(step, inputs, targets);
+        if (!result.ok()) return fail(result.status());
+      }
+      int sharded = 0;
+      for (const model::Parameter& p : (*rank)->stage().params()) sharded += !p.m.defined();
+      const Status gathered = (*rank)->GatherOptimizerState();
+      if (!gathered.ok()) return fail(gathered);
+      std::lock_guard<std::mutex> lock(mu);
+      undefined[r] = sharded;
+      for (const model::Parameter& p : (*rank)->stage().params()) {
+        if (!p.m.defined()) return fail(Err("{}: moments not gathered", p.name()));
+        moments[r][p.name()] = Host(backend, p.m);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& st : status) ASSERT_TRUE(st.ok()) << st.message();
+  // Every tensor of the model: 4 blocks x 9 + embedding, final norm, LM head.
+  EXPECT_EQ(undefined[0], 4 * 9 + 3);
+  EXPECT_EQ(undefined[1], 4 * 9 + 3);
+  ASSERT_EQ(moments[0].size(), moments[1].size());
+  for (const auto& [name, m] : moments[0]) {
+    EXPECT_EQ(m, moments[1][name]) << name;
+    double sum = 0.0;
+    for (float x : m) sum += std::fabs(static_cast<double>(x));
+    EXPECT_GT(sum, 0.0) << name << ": gathered moments are zero";
+  }
 }
 
 }  // namespace

@@ -118,6 +118,27 @@ TEST(PlanInvarianceTest, ReplicasWithDifferentStageCountsNoTp) {
       "mixed-stages"));
 }
 
+TEST(PlanInvarianceTest, ZeroOneWithUnevenReplicasAndTp) {
+  // optimizer_sharding 'zero1': the AdamW moments of every uniform layer group are sharded (here
+  // blocks 0-1 across 3 replicas, the head across 2 TP-2 stages); mixed groups (block 2, TP 1 vs
+  // 2) keep the replicated optimizer.
+  spec::Plan plan = MakePlan(
+      {Pipeline({Stage(0, 4, true, true, {0})}, 2, 2),
+       Pipeline({Stage(0, 2, true, false, {1}), Stage(2, 2, false, true, {2, 3})}, 2, 2),
+       Pipeline({Stage(0, 3, true, false, {4}), Stage(3, 1, false, true, {5, 6})}, 2, 2)},
+      "zero1-mixed");
+  plan.optimizer_sharding = spec::OptimizerSharding::kZero1;
+  ExpectSerialTrajectory(plan);
+}
+
+TEST(PlanInvarianceTest, ZeroOnePureDataParallelOnEmulatedDevices) {
+  spec::Plan plan = MakePlan({Pipeline({Stage(0, 4, true, true, {0})}, 2, 3),
+                              Pipeline({Stage(0, 4, true, true, {2})}, 3, 2)},
+                             "zero1-dp2-emulated");
+  plan.optimizer_sharding = spec::OptimizerSharding::kZero1;
+  ExpectSerialTrajectory(plan, TinyEmulatedRun(kSteps));
+}
+
 TEST(PlanInvarianceTest, ReplicaOnEmulatedSlowDevices) {
   // A fast emulated device holds a whole replica; two emulated devices 4x slower hold a 2-stage
   // replica; every rank runs the EmulatedBackend on its own virtual clock, the communicator

@@ -256,6 +256,9 @@ Status CheckpointReader::LoadIntoStage(tensor::Backend& backend, model::Paramete
             "another checkpoint",
             dir_, kOptimizerIndexFile);
       }
+      // Moments a ZeRO-1 set keeps sharded are allocated whole here (parallel/zero1.h).
+      if (!p.m.defined()) p.m = backend.Empty(p.value.shape(), tensor::DType::kF32);
+      if (!p.v.defined()) p.v = backend.Empty(p.value.shape(), tensor::DType::kF32);
       MOTLEY_RETURN_IF_ERROR(
           add(p.m, optimizer_map_, "optimizer.m." + p.name(), kOptimizerIndexFile));
       MOTLEY_RETURN_IF_ERROR(

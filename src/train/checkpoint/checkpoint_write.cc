@@ -196,6 +196,11 @@ Result<StageFiles> WriteStageFiles(const std::string& tmp_dir, int stage, int nu
     values.push_back(std::move(value));
     model_views.push_back({p.name(), dims, values.back()});
     if (save_optimizer) {
+      if (!p.m.defined() || !p.v.defined()) {
+        return Err("stage {}: the AdamW moments of '{}' are not allocated (a ZeRO-1 set keeps them "
+                   "sharded: gather them first, parallel/zero1.h)",
+                   stage, p.name());
+      }
       MOTLEY_ASSIGN_OR_RETURN(std::vector<float> m, WholeTensor(source, p, &model::Parameter::m));
       moments.push_back(std::move(m));
       opt_views.push_back({"optimizer.m." + p.name(), dims, moments.back()});

@@ -1,0 +1,44 @@
+// What the offline commands (`motley plan`, `predict`, `simulate`) and `motley train --auto-plan`
+// share: a run's predictor (the emulated op-cost model on an all-emulated cluster, a measured
+// profile when given, else the roofline with its efficiency curve) and the planner call that
+// `motley plan` makes, so that `train --auto-plan` trains exactly the plan `plan` writes.
+//
+// Ownership: an Offline owns the run and every model the predictor references; keep it alive
+// while the predictor is used. Thread safety: none needed (one command at a time).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "perf/compute_model.h"
+#include "perf/emulated_compute_model.h"
+#include "perf/predictor.h"
+#include "perf/settings.h"
+#include "plan/planner.h"
+#include "spec/run_file.h"
+
+namespace motley::cli {
+
+struct Offline {
+  spec::RunFile run;
+  perf::PerfSettings settings;
+  std::unique_ptr<perf::RooflineComputeModel> roofline;
+  std::unique_ptr<perf::ProfiledComputeModel> profiled;
+  std::unique_ptr<perf::EmulatedComputeModel> emulated;
+  std::unique_ptr<perf::Predictor> predictor;
+  perf::StragglerRates rates;  // empty: no stragglers
+};
+
+// Builds the predictor of `run`. profile_path: a measured profile (docs/formats/profile.md) or
+// empty; stragglers: "ID=RATE" entries (device ID runs RATE times slower, RATE >= 1).
+Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::string& profile_path,
+                                             const std::vector<std::string>& stragglers);
+
+// The planner as `motley plan` runs it (baselines only when asked: they do not change the
+// choice); progress lines go to stderr unless quiet.
+Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int rank_top,
+                                     bool quiet);
+
+}  // namespace motley::cli
