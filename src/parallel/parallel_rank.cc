@@ -6,6 +6,8 @@
 
 #include <fmt/core.h>
 
+#include "parallel/migration.h"
+
 namespace motley::parallel {
 
 Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
@@ -36,16 +38,9 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
                                                  options.clock, zero1));
     return r;
   }
-  const spec::StagePlan& sp = layout.stage_of(rank);
   const std::string where = fmt::format("pipelines[{}].stages[{}]", me.pipeline, me.stage);
 
-  model::StageLayout stage_layout;
-  stage_layout.first_block = sp.first_block;
-  stage_layout.num_blocks = sp.num_blocks;
-  stage_layout.has_embedding = sp.has_embedding;
-  stage_layout.has_head = sp.has_head;
-  stage_layout.tp_rank = me.tp_rank;
-  stage_layout.tp_degree = me.tp_degree;
+  model::StageLayout stage_layout = StageLayoutOf(layout, rank);
   stage_layout.allocate_moments = !zero1;  // ZeRO-1: allocated below, only where replicated
   auto stage = model::Stage::Create(backend, model, stage_layout,
                                     layout.pipeline_of(rank).micro_batch_size, train.seq_len,

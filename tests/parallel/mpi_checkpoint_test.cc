@@ -69,19 +69,7 @@ void ExpectUninterrupted(const std::vector<double>& losses, int64_t first_step,
                          const std::string& what) {
   static const std::vector<double> want = SerialLosses(TinyRun(kSteps));
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
-  ASSERT_FALSE(losses.empty()) << what;
-  ASSERT_LE(first_step - 1 + static_cast<int64_t>(losses.size()), kSteps) << what;
-  double worst = 0.0;
-  for (size_t i = 0; i < losses.size(); ++i) {
-    const auto step = static_cast<size_t>(first_step) + i;
-    const double rel = std::abs(losses[i] - want[step - 1]) / std::abs(want[step - 1]);
-    worst = std::max(worst, rel);
-    EXPECT_LE(rel, kRelTol) << what << ": step " << step << " loss " << losses[i]
-                            << " vs uninterrupted " << want[step - 1];
-  }
-  std::printf("%s: steps %lld-%lld, worst relative difference %.3g\n", what.c_str(),
-              static_cast<long long>(first_step),
-              static_cast<long long>(first_step - 1 + static_cast<int64_t>(losses.size())), worst);
+  ExpectLossesContinue(want, losses, first_step, what, kRelTol);
 }
 
 // Rank 0: the checkpoint at `root` resumed under `plan` as threads, and serially.

@@ -5,6 +5,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -163,6 +166,28 @@ inline std::vector<double> SerialLosses(const spec::RunFile& run) {
   std::vector<double> losses;
   for (const auto& j : ReadJsonLines(train.metrics_path)) losses.push_back(j.at("loss"));
   return losses;
+}
+
+// Checks losses[i] (step first_step + i) against want[step - 1] (a run of the same job that was
+// not interrupted) within `rel_tol` relative, and prints the worst difference under `what`.
+inline void ExpectLossesContinue(const std::vector<double>& want,
+                                 const std::vector<double>& losses, int64_t first_step,
+                                 const std::string& what, double rel_tol = 1e-5) {
+  ASSERT_FALSE(losses.empty()) << what;
+  ASSERT_LE(first_step - 1 + static_cast<int64_t>(losses.size()),
+            static_cast<int64_t>(want.size()))
+      << what;
+  double worst = 0.0;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const auto step = static_cast<size_t>(first_step) + i;
+    const double rel = std::abs(losses[i] - want[step - 1]) / std::abs(want[step - 1]);
+    worst = std::max(worst, rel);
+    EXPECT_LE(rel, rel_tol) << what << ": step " << step << " loss " << losses[i]
+                            << " vs uninterrupted " << want[step - 1];
+  }
+  std::printf("%s: steps %lld-%lld, worst relative difference %.3g\n", what.c_str(),
+              static_cast<long long>(first_step),
+              static_cast<long long>(first_step - 1 + static_cast<int64_t>(losses.size())), worst);
 }
 
 }  // namespace motley::testing
