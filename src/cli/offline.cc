@@ -63,6 +63,14 @@ Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int
                                      bool quiet) {
   plan::PlannerOptions options;
   options.rates = offline.rates;
+  // A cluster this machine can train on (emulated or CPU devices only) gets plans the runtime
+  // runs: it keeps every activation, so no recompute (train::CheckPlanForRun refuses it).
+  const spec::ClusterSpec& cluster = offline.predictor->cluster();
+  bool runnable_here = true;
+  for (const spec::DeviceType& t : cluster.device_types) {
+    runnable_here = runnable_here && (t.is_emulated() || t.vendor == "cpu");
+  }
+  if (runnable_here) options.recompute = {spec::Recompute::kNone};
   options.baselines = baselines;
   options.rank_top = std::max(rank_top, options.confirm_top);
   if (!quiet) {

@@ -199,7 +199,8 @@ struct ParallelTrainSummary {
 // The checks `motley train --plan` runs before starting any rank: spec::ValidatePlan (every
 // error names the pipeline, stage and field). Errors are prefixed with the plan's source.
 // optimizer_sharding 'zero1' shards the AdamW moments of every uniform data-parallel layer group
-// (parallel/grad_sync.h); checkpoints gather them whole first.
+// (parallel/grad_sync.h); checkpoints gather them whole first. A plan asking for activation
+// recompute is refused (the runtime keeps every activation).
 Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan);
 
 // All ranks as threads of this process over a LocalWorld.

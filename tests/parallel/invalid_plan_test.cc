@@ -78,6 +78,8 @@ std::vector<Case> Cases() {
       {"pipeline without stages", [](P& p) { p.pipelines[1].stages.clear(); },
        {"pipelines[1].stages"}},
       {"no pipelines", [](P& p) { p.pipelines.clear(); }, {"pipelines"}},
+      {"recompute requested", [](P& p) { p.recompute = spec::Recompute::kFull; },
+       {"recompute", "full"}},
   };
 }
 
