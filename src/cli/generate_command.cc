@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "spec/run_file.h"
 #include "train/generate.h"
 #include "train/trainer.h"
@@ -31,8 +32,7 @@ struct GenerateArgs {
 int RunGenerate(const GenerateArgs& args) {
   Result<spec::RunFile> run = spec::LoadRunFile(args.run_path);
   if (!run.ok()) {
-    fmt::print(stderr, "motley generate: {}\n", run.status().message());
-    return 1;
+    return Fail("generate", run.status());
   }
   train::GenerateOptions options;
   options.prompt = args.prompt;
@@ -43,8 +43,7 @@ int RunGenerate(const GenerateArgs& args) {
   Result<std::string> text =
       train::GenerateFromCheckpoint(run->model, args.checkpoint, options, threads);
   if (!text.ok()) {
-    fmt::print(stderr, "motley generate: {}\n", text.status().message());
-    return 1;
+    return Fail("generate", text.status());
   }
   fmt::print("{}\n", *text);
   return 0;

@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "cli/fail.h"
 #include "cli/offline.h"
 #include "core/file_util.h"
 #include "plan/planner.h"
@@ -70,24 +71,24 @@ void PrintPrediction(const Offline& o, const spec::Plan& plan, const perf::Predi
 
 int RunPredict(const CommonArgs& args) {
   auto o = Load(args);
-  if (!o.ok()) return fmt::print(stderr, "motley predict: {}\n", o.status().message()), 1;
+  if (!o.ok()) return Fail("predict", o.status());
   auto plan = LoadValidPlan(**o, args.plan_path);
-  if (!plan.ok()) return fmt::print(stderr, "motley predict: {}\n", plan.status().message()), 1;
+  if (!plan.ok()) return Fail("predict", plan.status());
   PrintPrediction(**o, *plan, (*o)->predictor->Predict(*plan, (*o)->rates));
   return 0;
 }
 
 int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
   auto o = Load(args);
-  if (!o.ok()) return fmt::print(stderr, "motley simulate: {}\n", o.status().message()), 1;
+  if (!o.ok()) return Fail("simulate", o.status());
   auto plan = LoadValidPlan(**o, args.plan_path);
-  if (!plan.ok()) return fmt::print(stderr, "motley simulate: {}\n", plan.status().message()), 1;
+  if (!plan.ok()) return Fail("simulate", plan.status());
   const sim::Simulator simulator(*(*o)->predictor);
   sim::SimOptions so;
   so.record_trace = !trace_path.empty();
   so.rates = (*o)->rates;
   auto r = simulator.Run(*plan, so);
-  if (!r.ok()) return fmt::print(stderr, "motley simulate: {}\n", r.status().message()), 1;
+  if (!r.ok()) return Fail("simulate", r.status());
   const perf::Prediction pred = (*o)->predictor->Predict(*plan, (*o)->rates);
   double busy = 0;
   int used = 0;
@@ -110,7 +111,7 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
   }
   if (!trace_path.empty()) {
     const Status s = WriteFileAtomic(trace_path, sim::ChromeTraceJson(*plan, *r));
-    if (!s.ok()) return fmt::print(stderr, "motley simulate: {}\n", s.message()), 1;
+    if (!s.ok()) return Fail("simulate", s);
     fmt::print("trace: {} (open in https://ui.perfetto.dev)\n", trace_path);
   }
   return 0;
@@ -128,10 +129,10 @@ struct PlanArgs {
 
 int RunPlan(const PlanArgs& args) {
   auto o = Load(args.common);
-  if (!o.ok()) return fmt::print(stderr, "motley plan: {}\n", o.status().message()), 1;
+  if (!o.ok()) return Fail("plan", o.status());
   const Offline& off = **o;
   auto report = PlanOffline(off, !args.no_baselines, args.top, args.quiet);
-  if (!report.ok()) return fmt::print(stderr, "motley plan: {}\n", report.status().message()), 1;
+  if (!report.ok()) return Fail("plan", report.status());
   const int64_t tokens = report->tokens_per_step;
   fmt::print("{:>4} {:>12} {:>10} {:>10} {:>6}  {}\n", "rank", "tokens/s", "pred s", "sim s", "MFU",
              "memory per device type | layout");
@@ -144,7 +145,7 @@ int RunPlan(const PlanArgs& args) {
   fmt::print("chosen: {}\n{}", report->best.description, plan::SummarizeReport(*report));
   spec::Plan best = report->best.plan;
   const Status saved = spec::SavePlan(best, args.out_path);
-  if (!saved.ok()) return fmt::print(stderr, "motley plan: {}\n", saved.message()), 1;
+  if (!saved.ok()) return Fail("plan", saved);
   fmt::print("plan written to {}\n", args.out_path);
   if (!args.report_path.empty() || !args.trace_path.empty()) {
     const sim::Simulator simulator(*off.predictor);
@@ -153,15 +154,15 @@ int RunPlan(const PlanArgs& args) {
     so.rates = off.rates;
     so.dedupe_identical_pipelines = off.run.cluster.num_devices() > 512;
     auto r = simulator.Run(best, so);
-    if (!r.ok()) return fmt::print(stderr, "motley plan: {}\n", r.status().message()), 1;
+    if (!r.ok()) return Fail("plan", r.status());
     if (!args.report_path.empty()) {
       const Status s = WriteFileAtomic(args.report_path, plan::ReportHtml(*off.predictor, *report, *r));
-      if (!s.ok()) return fmt::print(stderr, "motley plan: {}\n", s.message()), 1;
+      if (!s.ok()) return Fail("plan", s);
       fmt::print("report written to {}\n", args.report_path);
     }
     if (!args.trace_path.empty()) {
       const Status s = WriteFileAtomic(args.trace_path, sim::ChromeTraceJson(best, *r));
-      if (!s.ok()) return fmt::print(stderr, "motley plan: {}\n", s.message()), 1;
+      if (!s.ok()) return Fail("plan", s);
       fmt::print("trace written to {}\n", args.trace_path);
     }
   }

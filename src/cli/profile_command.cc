@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "perf/profile.h"
 #include "spec/run_file.h"
 #include "train/profiler.h"
@@ -134,12 +135,7 @@ void AddProfileCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->callback([args, &exit_code] {
     const Status s = RunProfileOrError(*args);
-    if (!s.ok()) {
-      fmt::print(stderr, "motley profile: {}\n", s.message());
-      exit_code = 1;
-      return;
-    }
-    exit_code = 0;
+    exit_code = s.ok() ? 0 : Fail("profile", s);
   });
 }
 

@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "sched/schedule.h"
 
 namespace motley::cli {
@@ -27,8 +28,7 @@ int RunSchedule(const ScheduleArgs& args) {
   auto schedule = sched::BuildSchedule(args.kind, args.stages, args.micro_batches, options);
   Status status = schedule.ok() ? sched::CheckSchedule(*schedule) : schedule.status();
   if (!status.ok()) {
-    fmt::print(stderr, "motley schedule: {}\n", status.message());
-    return 1;
+    return Fail("schedule", status);
   }
   fmt::print("{} schedule, {} stage(s), {} micro-batch(es)\n",
              spec::PipelineScheduleName(args.kind), args.stages, args.micro_batches);

@@ -24,6 +24,7 @@
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/offline.h"
 #include "comm/communicator.h"
 #if defined(MOTLEY_HAVE_MPI)
@@ -136,8 +137,7 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   }
   Result<train::ClockChoice> clock = train::ParseClockChoice(args.clock);
   if (!clock.ok()) {
-    fmt::print(stderr, "motley train: {}\n", clock.status().message());
-    return 1;
+    return Fail("train", clock.status());
   }
   const int launcher_rank = LauncherRank();
   std::vector<std::string> paths = {args.plan_path};
@@ -148,13 +148,11 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
                                   ? AutoPlan(run, /*print=*/launcher_rank <= 0)
                                   : spec::LoadPlan(path);
     if (!plan.ok()) {
-      fmt::print(stderr, "motley train: {}\n", plan.status().message());
-      return 1;
+      return Fail("train", plan.status());
     }
     const Status checked = train::CheckPlanForRun(run, *plan);
     if (!checked.ok()) {
-      fmt::print(stderr, "motley train: {}: {}\n", source, checked.message());
-      return 1;
+      return Fail("train", checked.WithContext(source));
     }
     plans.push_back(std::move(*plan));
   }
@@ -166,8 +164,7 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   train::ParallelTrainerOptions options;
   Result<std::string> resume = ResumeSource(args, run.train);
   if (!resume.ok()) {
-    fmt::print(stderr, "motley train: {}\n", resume.status().message());
-    return 1;
+    return Fail("train", resume.status());
   }
   options.resume = *resume;
   options.trace_path = args.trace_path;
@@ -178,8 +175,7 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   if (!args.inject_path.empty()) {
     Result<straggler::Scenario> scenario = straggler::LoadScenario(args.inject_path, run.cluster);
     if (!scenario.ok()) {
-      fmt::print(stderr, "motley train: --inject: {}\n", scenario.status().message());
-      return 1;
+      return Fail("train", scenario.status().WithContext("--inject"));
     }
     elastic::InjectScenario(*scenario, run.cluster, &options);
   }
@@ -210,8 +206,7 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
                        ? TrainUnderLauncher(this_run, plans[i], options, launcher_rank)
                        : train::TrainParallel(this_run, plans[i], options);
     if (!summary.ok()) {
-      fmt::print(stderr, "motley train: {}: {}\n", source, summary.status().message());
-      return 1;
+      return Fail("train", summary.status().WithContext(source));
     }
     summaries.push_back(std::move(*summary));
   }
@@ -229,8 +224,7 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   Result<spec::RunFile> run = args.run_path.empty() ? Result<spec::RunFile>(spec::DefaultRunFile())
                                                     : spec::LoadRunFile(args.run_path);
   if (!run.ok()) {
-    fmt::print(stderr, "motley train: {}\n", run.status().message());
-    return 1;
+    return Fail("train", run.status());
   }
   spec::TrainSpec& train = run->train;
   if (cmd.count("--steps") > 0) train.steps = args.steps;
@@ -266,14 +260,12 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   options.micro_batches = args.micro_batches;
   Result<std::string> resume = ResumeSource(args, train);
   if (!resume.ok()) {
-    fmt::print(stderr, "motley train: {}\n", resume.status().message());
-    return 1;
+    return Fail("train", resume.status());
   }
   options.resume = *resume;
   auto summary = train::Train(run->model, train, options);
   if (!summary.ok()) {
-    fmt::print(stderr, "motley train: {}: {}\n", source, summary.status().message());
-    return 1;
+    return Fail("train", summary.status().WithContext(source));
   }
   if (!train.metrics_path.empty()) fmt::print("metrics: {}\n", train.metrics_path);
   if (!summary->last_checkpoint.empty()) fmt::print("checkpoint: {}\n", summary->last_checkpoint);

@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
 #include "train/flops.h"
@@ -88,8 +89,7 @@ std::string PlanSummary(const spec::Plan& plan) {
 int RunValidate(const ValidateArgs& args) {
   auto run = spec::LoadRunFile(args.run_path);
   if (!run.ok()) {
-    fmt::print(stderr, "motley validate: {}\n", run.status().message());
-    return 1;
+    return Fail("validate", run.status());
   }
   std::string plan_text;
   if (!args.plan_path.empty()) {
@@ -97,8 +97,7 @@ int RunValidate(const ValidateArgs& args) {
     Status status =
         plan.ok() ? spec::ValidatePlan(*plan, run->cluster, run->model, run->train) : plan.status();
     if (!status.ok()) {
-      fmt::print(stderr, "motley validate: {}\n", status.message());
-      return 1;
+      return Fail("validate", status);
     }
     plan_text = "\n" + PlanSummary(*plan);
   }

@@ -3,7 +3,11 @@
 // (g++ 12 lacks it), so it can be swapped for std::expected later.
 //
 // Contract: a Status is either ok() or carries a non-empty message that names the file, the field
-// and the reason ("run.yaml: train.steps: must be positive, got -3"). Value types; thread-compatible.
+// and the reason ("run.yaml: train.steps: must be positive, got -3"), and a StatusCode that says
+// what kind of failure it is, so callers and scripts can tell a user error from a resource limit
+// or a bug (the CLI maps codes to exit codes with ExitCodeFor). `Err(...)` without a code gives
+// StatusCode::kUnknown; `Err(StatusCode::kNotFound, ...)` names one. Value types;
+// thread-compatible.
 #pragma once
 
 #include <optional>
@@ -17,17 +21,51 @@
 
 namespace motley {
 
+// What kind of failure an error Status is (after absl::StatusCode, a subset). kOk only for ok().
+enum class StatusCode {
+  kOk = 0,
+  kUnknown,             // not yet classified (the default of Err without a code)
+  kInvalidArgument,     // bad input: a file, a field, a command-line value
+  kNotFound,            // a named file, checkpoint, preset or device does not exist
+  kResourceExhausted,   // memory (host or device), disk, threads: a limit of the machine
+  kFailedPrecondition,  // the input is valid but the state does not allow it (e.g. an infeasible
+                        // plan)
+  kUnavailable,         // a peer or a service is gone or silent (communication deadline, lost rank)
+  kInternal,            // a broken invariant reported instead of aborting
+};
+
+// "invalid argument", ... (for messages and tests).
+inline const char* StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "ok";
+    case StatusCode::kUnknown: return "unknown";
+    case StatusCode::kInvalidArgument: return "invalid argument";
+    case StatusCode::kNotFound: return "not found";
+    case StatusCode::kResourceExhausted: return "resource exhausted";
+    case StatusCode::kFailedPrecondition: return "failed precondition";
+    case StatusCode::kUnavailable: return "unavailable";
+    case StatusCode::kInternal: return "internal";
+  }
+  return "unknown";
+}
+
 class [[nodiscard]] Status {
  public:
   Status() = default;  // ok
   static Status Ok() { return Status(); }
   static Status Error(std::string message) {
+    return Error(StatusCode::kUnknown, std::move(message));
+  }
+  static Status Error(StatusCode code, std::string message) {
     MOTLEY_CHECK(!message.empty(), "an error Status needs a message");
+    MOTLEY_CHECK(code != StatusCode::kOk, "an error Status needs a code other than kOk");
     Status s;
     s.message_ = std::move(message);
+    s.code_ = code;
     return s;
   }
   bool ok() const { return !message_.has_value(); }
+  StatusCode code() const { return code_; }
   // The error message; empty for ok.
   const std::string& message() const {
     static const std::string kEmpty;
@@ -36,11 +74,17 @@ class [[nodiscard]] Status {
   // Returns a Status whose message is "prefix: message" (for adding context at each level).
   Status WithContext(const std::string& prefix) const {
     if (ok()) return *this;
-    return Error(prefix + ": " + *message_);
+    return Error(code_, prefix + ": " + *message_);
+  }
+  // The same message under another code (for a caller that knows better what the failure means).
+  Status WithCode(StatusCode code) const {
+    if (ok()) return *this;
+    return Error(code, *message_);
   }
 
  private:
   std::optional<std::string> message_;
+  StatusCode code_ = StatusCode::kOk;
 };
 
 // Formats an error Status: Err("{}: unknown key '{}'", path, key).
@@ -48,11 +92,28 @@ template <typename... Args>
 Status Err(fmt::format_string<Args...> format, Args&&... args) {
   return Status::Error(fmt::format(format, std::forward<Args>(args)...));
 }
+// The same with a code: Err(StatusCode::kNotFound, "{}: no such file", path).
+template <typename... Args>
+Status Err(StatusCode code, fmt::format_string<Args...> format, Args&&... args) {
+  return Status::Error(code, fmt::format(format, std::forward<Args>(args)...));
+}
+
+// The process exit code of a command that failed with `status` (docs/exit-codes.md): 2 for input
+// and usage errors (invalid argument, not found), 1 for everything else (including kUnknown);
+// 0 for ok.
+inline int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound: return 2;
+    default: return 1;
+  }
+}
 
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : state_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : state_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     MOTLEY_CHECK(!std::get<Status>(state_).ok(), "Result built from an ok Status has no value");
   }
@@ -86,9 +147,9 @@ class [[nodiscard]] Result {
 }  // namespace motley
 
 // Propagates an error Status from an expression returning Status.
-#define MOTLEY_RETURN_IF_ERROR(expr)               \
-  do {                                             \
-    ::motley::Status motley_status_ = (expr);      \
+#define MOTLEY_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::motley::Status motley_status_ = (expr);        \
     if (!motley_status_.ok()) return motley_status_; \
   } while (0)
 

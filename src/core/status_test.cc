@@ -38,6 +38,27 @@ TEST(StatusTest, ResultPropagates) {
   EXPECT_FALSE(Check(0).ok());
 }
 
+TEST(StatusTest, CodesSurviveContextAndMapToExitCodes) {
+  EXPECT_EQ(Status::Ok().code(), StatusCode::kOk);
+  EXPECT_EQ(ExitCodeFor(Status::Ok()), 0);
+  const Status plain = Err("x: bad");
+  EXPECT_EQ(plain.code(), StatusCode::kUnknown);
+  EXPECT_EQ(ExitCodeFor(plain), 1);
+  const Status missing = Err(StatusCode::kNotFound, "{}: no such file", "run.yaml");
+  EXPECT_EQ(missing.message(), "run.yaml: no such file");
+  EXPECT_EQ(missing.WithContext("motley").code(), StatusCode::kNotFound);
+  EXPECT_EQ(ExitCodeFor(missing), 2);
+  EXPECT_EQ(ExitCodeFor(Err(StatusCode::kInvalidArgument, "bad")), 2);
+  EXPECT_EQ(ExitCodeFor(Err(StatusCode::kResourceExhausted, "memory")), 1);
+  EXPECT_EQ(ExitCodeFor(Err(StatusCode::kInternal, "bug")), 1);
+  EXPECT_EQ(plain.WithCode(StatusCode::kFailedPrecondition).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(plain.WithCode(StatusCode::kFailedPrecondition).message(), "x: bad");
+  const Result<int> r = Status(missing);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_STREQ(StatusCodeName(StatusCode::kResourceExhausted), "resource exhausted");
+}
+
 TEST(StatusDeathTest, ValueOfErrorAborts) {
   Result<int> r = ParsePositive(0);
   EXPECT_DEATH((void)r.value(), "check failed");
