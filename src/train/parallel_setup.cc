@@ -1,0 +1,182 @@
+// Set-up of a parallel run (parallel_run_context.h): each rank's backend (CPU, CUDA or emulated,
+// with its rate schedule), the emulation of the plan's devices and links, the shared Prepare step
+// of both launches, and the header line.
+#include <algorithm>
+#include <thread>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/emulated/emulated_backend.h"
+#include "train/parallel_run_context.h"
+#include "train/trainer_checkpoint.h"
+#include "train/flops.h"
+#if MOTLEY_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace motley::train::internal {
+namespace {
+
+// A CudaBackend for plan device `device` (a device type of vendor `cuda`): the CUDA device is the
+// device's index inside its node; ParallelTrainerOptions::cuda_bf16 selects bf16 matmuls.
+Result<std::unique_ptr<tensor::Backend>> MakeCudaBackend(const RunContext& ctx, int device) {
+  const spec::DeviceType& type = ctx.run->cluster.device_type_of(device);
+#if MOTLEY_HAVE_CUDA
+  backend::CudaBackendOptions o;
+  o.device = ctx.run->cluster.device(device).local_index;
+  o.precision = ctx.options->cuda_bf16 ? backend::CudaPrecision::kBf16
+                                       : backend::CudaPrecision::kFp32;
+  auto be = backend::CudaBackend::Create(o);
+  if (!be.ok()) {
+    return be.status().WithContext(fmt::format("device {} (type '{}')", device, type.name));
+  }
+  return std::unique_ptr<tensor::Backend>(std::move(*be));
+#else
+  return Err("device {}: type '{}' has vendor cuda, but motley was built without CUDA", device,
+             type.name);
+#endif
+}
+
+// Emulation of the plan's devices: all of emulated types, or none.
+Status SetUpEmulation(const spec::RunFile& run, const ParallelTrainerOptions& options,
+                      RunContext& ctx) {
+  const WorldLayout& layout = *ctx.layout;
+  int emulated = 0;
+  for (const RankInfo& info : layout.ranks()) {
+    if (run.cluster.device_type_of(info.device).is_emulated()) ++emulated;
+  }
+  if (emulated != 0 && emulated != layout.size()) {
+    for (const RankInfo& info : layout.ranks()) {
+      const spec::DeviceType& type = run.cluster.device_type_of(info.device);
+      if (!type.is_emulated()) {
+        return Err("cluster '{}': device {} (type '{}') has no `emulated:` profile while other "
+                   "devices of the plan do; a run is either all emulated or all real",
+                   run.cluster.name, info.device, type.name);
+      }
+    }
+  }
+  ctx.emulated = emulated != 0;
+  const bool injects = options.link_rates != nullptr ||
+                       std::any_of(options.device_rates.begin(), options.device_rates.end(),
+                                   [](const auto& s) { return !s.empty(); });
+  if (!ctx.emulated && injects) {
+    return Err("straggler injection: the cluster '{}' has no emulated device types; rates can only "
+               "be injected into emulated devices and links",
+               run.cluster.name);
+  }
+  if (!ctx.emulated) {
+    if (options.clock != ClockChoice::kAuto) {
+      return Err("--clock: the cluster '{}' has no emulated device types; its runs use the host "
+                 "clock", run.cluster.name);
+    }
+    return Status::Ok();
+  }
+  ctx.clock_mode = options.clock == ClockChoice::kWall ? VirtualClock::Mode::kWall
+                                                       : VirtualClock::Mode::kVirtual;
+  ctx.links = std::make_unique<comm::LinkMatrix>(layout.size(), comm::LinkModel{});
+  for (const RankInfo& a : layout.ranks()) {
+    for (const RankInfo& b : layout.ranks()) {
+      if (a.rank == b.rank) continue;
+      const spec::LinkClass& link = run.cluster.LinkBetween(a.device, b.device);
+      ctx.links->Set(a.rank, b.rank, comm::LinkModel{link.latency_s, link.EffectiveBandwidth()});
+      if (options.link_rates != nullptr && a.rank < b.rank) {
+        std::vector<comm::LinkRateChange> schedule;
+        for (const auto& [step, rate] : options.link_rates(a.device, b.device)) {
+          schedule.push_back(comm::LinkRateChange{step, rate});
+        }
+        if (!schedule.empty()) ctx.links->SetRateSchedule(a.rank, b.rank, std::move(schedule));
+      }
+    }
+  }
+  return ctx.links->Validate().WithContext(fmt::format("cluster '{}' links", run.cluster.name));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<tensor::Backend>> MakeBackend(const RunContext& ctx, int r,
+                                                     VirtualClock* clock) {
+  const int device = ctx.layout->rank(r).device;
+  if (!ctx.emulated && ctx.run->cluster.device_type_of(device).vendor == "cuda") {
+    return MakeCudaBackend(ctx, device);
+  }
+  if (!ctx.emulated) return std::unique_ptr<tensor::Backend>(new backend::CpuBackend(1, r));
+  MOTLEY_ASSIGN_OR_RETURN(
+      std::unique_ptr<backend::EmulatedBackend> be,
+      backend::EmulatedBackend::Create(ctx.run->cluster.device_type_of(device), clock, r, 1));
+  const auto& rates = ctx.options->device_rates;
+  if (static_cast<size_t>(device) < rates.size() && !rates[static_cast<size_t>(device)].empty()) {
+    std::vector<backend::RateChange> schedule;
+    for (const auto& [step, rate] : rates[static_cast<size_t>(device)]) {
+      schedule.push_back(backend::RateChange{step, rate});
+    }
+    be->SetRateSchedule(std::move(schedule));
+  }
+  return std::unique_ptr<tensor::Backend>(std::move(be));
+}
+
+// Ok, or the out-of-memory error of an emulated device (names the device and the bytes).
+Status MemoryStatus(const tensor::Backend& backend, int device) {
+  const auto* emulated = dynamic_cast<const backend::EmulatedBackend*>(&backend);
+  if (emulated == nullptr) return Status::Ok();
+  return emulated->memory_status().WithContext(fmt::format("device {}", device));
+}
+
+Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
+                         const ParallelTrainerOptions& options, bool open_metrics) {
+  MOTLEY_RETURN_IF_ERROR(CheckPlanForRun(run, plan));
+  Prepared p;
+  MOTLEY_ASSIGN_OR_RETURN(WorldLayout layout, WorldLayout::Build(plan));
+  p.layout = std::make_unique<WorldLayout>(std::move(layout));
+  const spec::TrainSpec& train = run.train;
+  MOTLEY_ASSIGN_OR_RETURN(TokenSplits data,
+                          LoadTokenSplits(train.data, run.model.vocab_size, train.seq_len));
+  p.data = std::make_unique<TokenSplits>(std::move(data));
+  p.ctx = std::make_unique<RunContext>();
+  RunContext& ctx = *p.ctx;
+  ctx.run = &run;
+  ctx.options = &options;
+  ctx.layout = p.layout.get();
+  ctx.data = p.data.get();
+  ctx.flops_per_token = TrainFlopsPerToken(run.model, train.seq_len);
+  for (const RankInfo& info : p.layout->ranks()) {
+    ctx.peak_flops += run.cluster.device_type_of(info.device).PeakFlops(spec::Precision::kFp32);
+  }
+  MOTLEY_RETURN_IF_ERROR(SetUpEmulation(run, options, ctx));
+  if (!options.resume.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(ResumePoint point, ResolveResume(options.resume, train));
+    ctx.resume_dir = point.dir;
+    ctx.first_step = point.metadata.step + 1;
+  }
+  ctx.traces.resize(static_cast<size_t>(p.layout->size()));
+  const std::string metrics_path =
+      !options.metrics_path.empty() ? options.metrics_path : train.metrics_path;
+  if (open_metrics && !metrics_path.empty()) {
+    p.metrics.reset(std::fopen(metrics_path.c_str(), "w"));
+    if (!p.metrics) return Err("{}: cannot create the metrics file", metrics_path);
+    ctx.metrics = p.metrics.get();
+  }
+  return p;
+}
+
+void PrintHeader(const RunContext& ctx, const spec::Plan& plan, const char* launch) {
+  const ParallelTrainerOptions& options = *ctx.options;
+  if (options.out == nullptr) return;
+  const spec::TrainSpec& train = ctx.run->train;
+  fmt::print(options.out,
+             "parallel run: {} ranks {}, {} pipeline(s), global batch {} x {} tokens, {} steps, "
+             "schedule {}, clock {}{}\n",
+             ctx.layout->size(), launch, plan.pipelines.size(), ctx.layout->global_batch(),
+             train.seq_len, train.steps, spec::PipelineScheduleName(plan.schedule), ClockName(ctx),
+             plan.recompute != spec::Recompute::kNone
+                 ? " (recompute is not applied by this runtime; the math is unchanged)"
+                 : "");
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (ctx.emulated && ctx.clock_mode == VirtualClock::Mode::kWall && cores > 0 &&
+      static_cast<unsigned>(ctx.layout->size()) > cores) {
+    fmt::print(options.out,
+               "note: {} busy ranks on {} cores: wall-clock timings are distorted when the host "
+               "cannot keep up with the emulated speeds\n",
+               ctx.layout->size(), cores);
+  }
+}
+
+}  // namespace motley::train::internal
