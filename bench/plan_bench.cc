@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "motley_source_dir.h"
 #include "perf/cluster_presets.h"
 #include "perf/compute_model.h"
 #include "perf/predictor.h"

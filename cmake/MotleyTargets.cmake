@@ -26,7 +26,7 @@ function(motley_test name)
   endif()
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${MOTLEY_WARNINGS})
-  target_compile_definitions(${name} PRIVATE MOTLEY_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  target_include_directories(${name} PRIVATE ${MOTLEY_GENERATED_DIR})  # motley_source_dir.h
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   # OMP_WAIT_POLICY=PASSIVE: idle OpenMP workers sleep instead of spinning against OpenBLAS's
   # threads (backend/cpu/cpu_runtime_env.h explains the measurement).

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/file_util.h"
+#include "motley_source_dir.h"
 
 namespace {
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/file_util.h"
+#include "motley_source_dir.h"
 #include "perf/cluster_presets.h"
 
 namespace motley::perf {

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "motley_source_dir.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
 

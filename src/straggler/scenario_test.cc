@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "motley_source_dir.h"
 #include "spec/run_file.h"
 #include "straggler/test_util.h"
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "motley_source_dir.h"
 #include "perf/compute_model.h"
 #include "perf/predictor.h"
 #include "perf/settings.h"

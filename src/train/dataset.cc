@@ -4,11 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "motley_source_dir.h"
 #include "train/token_file.h"
-
-#ifndef MOTLEY_SOURCE_DIR
-#error "motley_train needs the MOTLEY_SOURCE_DIR compile definition (see src/train/CMakeLists.txt)"
-#endif
 
 namespace motley::train {
 namespace {

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "motley_source_dir.h"
 #include "parallel_test_util.h"
 #include "train/parallel_trainer.h"
 
