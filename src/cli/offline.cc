@@ -63,14 +63,6 @@ Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int
                                      bool quiet) {
   plan::PlannerOptions options;
   options.rates = offline.rates;
-  // A cluster this machine can train on (emulated or CPU devices only) gets plans the runtime
-  // runs: it keeps every activation, so no recompute (train::CheckPlanForRun refuses it).
-  const spec::ClusterSpec& cluster = offline.predictor->cluster();
-  bool runnable_here = true;
-  for (const spec::DeviceType& t : cluster.device_types) {
-    runnable_here = runnable_here && (t.is_emulated() || t.vendor == "cpu");
-  }
-  if (runnable_here) options.recompute = {spec::Recompute::kNone};
   options.baselines = baselines;
   options.rank_top = std::max(rank_top, options.confirm_top);
   if (!quiet) {
@@ -78,7 +70,12 @@ Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int
       fmt::print(stderr, "[{:3.0f}%] {}\n", 100 * f, what);
     };
   }
-  return plan::PlanCluster(*offline.predictor, options);
+  MOTLEY_ASSIGN_OR_RETURN(plan::PlanReport report, plan::PlanCluster(*offline.predictor, options));
+  // The plan rule every command applies (spec/plan.h): never write a plan `train` would refuse.
+  const spec::RunFile& run = offline.run;
+  MOTLEY_RETURN_IF_ERROR(spec::ValidatePlan(report.best.plan, run.cluster, run.model, run.train)
+                             .WithContext("the planner's best plan"));
+  return report;
 }
 
 }  // namespace motley::cli

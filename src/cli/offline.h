@@ -37,8 +37,8 @@ Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::strin
                                              const std::vector<std::string>& stragglers);
 
 // The planner as `motley plan` runs it (baselines only when asked: they do not change the
-// choice); progress lines go to stderr unless quiet. On a cluster of emulated or CPU devices
-// only plans without activation recompute are considered (what the runtime runs).
+// choice); progress lines go to stderr unless quiet. The chosen plan passes spec::ValidatePlan,
+// the rule `validate`, `predict`, `simulate` and `train` apply too (an error otherwise).
 Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int rank_top,
                                      bool quiet);
 

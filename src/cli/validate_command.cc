@@ -1,5 +1,6 @@
-// `motley validate`: parses and validates a run file (and optionally a plan against it), then
-// prints what it describes: cluster, model and training settings.
+// `motley validate`: parses and validates a run file (and optionally a plan against it, by
+// spec::ValidatePlan, the plan rule every command applies), then prints what it describes:
+// cluster, model and training settings.
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -74,13 +75,16 @@ std::string PlanSummary(const spec::Plan& plan) {
       "plan: {} pipeline(s) on {} device(s), schedule {}, recompute {}, "
       "optimizer sharding {}",
       plan.pipelines.size(), plan.num_devices(), spec::PipelineScheduleName(plan.schedule),
-      spec::RecomputeName(plan.recompute), spec::OptimizerShardingName(plan.optimizer_sharding));
+      spec::RecomputeSummary(plan), spec::OptimizerShardingName(plan.optimizer_sharding));
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
     const spec::PipelinePlan& pipe = plan.pipelines[p];
     out += fmt::format("\n  pipeline {}: {} stage(s), {} micro-batches of {}:", p,
                        pipe.num_stages(), pipe.micro_batches, pipe.micro_batch_size);
     for (const spec::StagePlan& s : pipe.stages) {
-      out += fmt::format(" [blocks {}-{} tp {}]", s.first_block, s.end_block() - 1, s.tp_degree);
+      out += fmt::format(" [blocks {}-{} tp {}{}]", s.first_block, s.end_block() - 1, s.tp_degree,
+                         s.recompute == spec::Recompute::kNone
+                             ? ""
+                             : fmt::format(" recompute {}", spec::RecomputeName(s.recompute)));
     }
   }
   return out;

@@ -29,10 +29,9 @@ ElasticLoop::ElasticLoop(const spec::RunFile& run, const spec::Plan& initial,
                                                  settings_);
   straggler::CoordinatorOptions o;
   o.progress = progress;
-  // Plans this runtime runs and migrates between: no ZeRO-1 (a switch to or from it is refused),
-  // no recompute (CheckPlanForRun has the last word).
+  // Plans this runtime runs and migrates between: no ZeRO-1 (a switch to or from it is refused;
+  // CheckPlanForRun has the last word).
   o.controller.planner.zero1 = false;
-  o.controller.planner.recompute = {spec::Recompute::kNone};
   o.controller.planner.exhaustive_max_units = 0;
   o.controller.accept = [this](const spec::Plan& p) { return train::CheckPlanForRun(run_, p); };
   // Idle ranks on emulated devices run a probe op each step, so a dropped device's recovery is

@@ -35,7 +35,7 @@ BlockDims BlockDims::Sharded(int tp_degree) const {
   return s;
 }
 
-BlockActivations BlockActivations::Allocate(Backend& backend, const BlockDims& d) {
+BlockActivations BlockActivations::Allocate(Backend& backend, const BlockDims& d, bool with_att) {
   const int64_t n = d.n();
   BlockActivations a;
   a.ln1 = backend.Empty(Shape{n, d.c}, DType::kF32);
@@ -43,7 +43,7 @@ BlockActivations BlockActivations::Allocate(Backend& backend, const BlockDims& d
   a.q = backend.Empty(Shape{d.b, d.t, d.nh, d.hs}, DType::kF32);
   a.k = backend.Empty(Shape{d.b, d.t, d.nkv, d.hs}, DType::kF32);
   a.v = backend.Empty(Shape{d.b, d.t, d.nkv, d.hs}, DType::kF32);
-  a.att = backend.Empty(Shape{d.b, d.nh, d.t, d.t}, DType::kF32);
+  if (with_att) a.att = backend.Empty(Shape{d.b, d.nh, d.t, d.t}, DType::kF32);
   a.att_out = backend.Empty(Shape{d.b, d.t, d.nh, d.hs}, DType::kF32);
   a.x2 = backend.Empty(Shape{n, d.c}, DType::kF32);
   a.ln2 = backend.Empty(Shape{n, d.c}, DType::kF32);
@@ -54,7 +54,7 @@ BlockActivations BlockActivations::Allocate(Backend& backend, const BlockDims& d
   return a;
 }
 
-BlockScratch BlockScratch::Allocate(Backend& backend, const BlockDims& d) {
+BlockScratch BlockScratch::Allocate(Backend& backend, const BlockDims& d, bool with_att) {
   const int64_t n = d.n();
   BlockScratch s;
   s.nc = backend.Empty(Shape{n, d.c}, DType::kF32);
@@ -68,6 +68,7 @@ BlockScratch BlockScratch::Allocate(Backend& backend, const BlockDims& d) {
   s.dv = backend.Empty(Shape{d.b, d.t, d.nkv, d.hs}, DType::kF32);
   s.dq_pre = backend.Empty(Shape{d.b, d.t, d.nh, d.hs}, DType::kF32);
   s.dk_pre = backend.Empty(Shape{d.b, d.t, d.nkv, d.hs}, DType::kF32);
+  if (with_att) s.att = backend.Empty(Shape{d.b, d.nh, d.t, d.t}, DType::kF32);
   return s;
 }
 
@@ -87,7 +88,9 @@ void BlockForward(Backend& backend, const BlockDims& d, const BlockWeights& w, c
   backend.MatmulForward(v2, acts.ln1, w.wv);
   backend.RopeForward(acts.q, acts.q, /*pos_offset=*/0, d.rope_theta);
   backend.RopeForward(acts.k, acts.k, /*pos_offset=*/0, d.rope_theta);
-  backend.AttentionForward(acts.att_out, acts.att, acts.q, acts.k, acts.v);
+  Tensor& att = acts.att.defined() ? acts.att : scratch.att;
+  MOTLEY_CHECK(att.defined(), "BlockForward: no attention probabilities buffer");
+  backend.AttentionForward(acts.att_out, att, acts.q, acts.k, acts.v);
   backend.MatmulForward(scratch.nc, acts.att_out.Reshaped(q_rows), w.wo);
   if (tp != nullptr) tp->AllReduceSum(scratch.nc);  // row-parallel o_proj: sum the partials
   backend.Add(acts.x2, inp, scratch.nc);
@@ -126,10 +129,18 @@ void BlockBackward(Backend& backend, const BlockDims& d, const BlockWeights& w, 
   backend.SetZero(s.datt_out);
   Tensor datt_rows = s.datt_out.Reshaped(q_rows);
   backend.MatmulBackward(datt_rows, dw.wo, dresidual, acts.att_out.Reshaped(q_rows), w.wo);
+  const Tensor* att = &acts.att;
+  if (!acts.att.defined()) {
+    // Selective recompute: the attention core again, for its probabilities; its output (equal to
+    // acts.att_out) lands in s.dq, which is zeroed next.
+    MOTLEY_CHECK(s.att.defined(), "BlockBackward: selective recompute needs scratch.att");
+    backend.AttentionForward(s.dq, s.att, acts.q, acts.k, acts.v);
+    att = &s.att;
+  }
   backend.SetZero(s.dq);
   backend.SetZero(s.dk);
   backend.SetZero(s.dv);
-  backend.AttentionBackward(s.dq, s.dk, s.dv, s.datt_out, acts.q, acts.k, acts.v, acts.att);
+  backend.AttentionBackward(s.dq, s.dk, s.dv, s.datt_out, acts.q, acts.k, acts.v, *att);
   backend.SetZero(s.dq_pre);
   backend.SetZero(s.dk_pre);
   backend.RopeBackward(s.dq_pre, s.dq, /*pos_offset=*/0, d.rope_theta);
@@ -144,6 +155,14 @@ void BlockBackward(Backend& backend, const BlockDims& d, const BlockWeights& w, 
   if (tp != nullptr) tp->AllReduceSum(s.dln);  // column-parallel q/k/v
   backend.RmsNormBackward(dresidual, dw.ln1, s.dln, inp, w.ln1, acts.rstd1);
   // dresidual is now dL/d(inp).
+}
+
+void BlockBackwardWithRecompute(Backend& backend, const BlockDims& d, const BlockWeights& w,
+                                BlockWeights& dw, const Tensor& inp, BlockActivations& work,
+                                Tensor& dresidual, BlockScratch& scratch, TpGroup* tp) {
+  MOTLEY_CHECK(work.att.defined(), "full recompute needs a complete BlockActivations");
+  BlockForward(backend, d, w, inp, scratch.dln, work, scratch, tp);
+  BlockBackward(backend, d, w, dw, inp, work, dresidual, scratch, tp);
 }
 
 }  // namespace motley::model

@@ -30,6 +30,7 @@
 
 #include "core/status.h"
 #include "spec/model_spec.h"
+#include "spec/plan.h"
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
 
@@ -51,6 +52,9 @@ struct StageLayout {
   // caller allocates them for the tensors it updates with Optimizer and shards the rest (ZeRO-1,
   // parallel/zero1.h).
   bool allocate_moments = true;
+  // Activation recompute of the blocks (block.h; not a parameter layout: it only decides what the
+  // Stage keeps between a micro-batch's forward and backward).
+  spec::Recompute recompute = spec::Recompute::kNone;
 
   static StageLayout Full(const spec::ModelSpec& model) {
     return StageLayout{0, model.num_blocks, true, true};

@@ -72,7 +72,13 @@ Stage::Stage(Backend& backend, spec::ModelSpec model, const StageLayout& layout,
   MOTLEY_CHECK(i == params_.size(), "stage parameter layout mismatch");
 
   const int64_t n = dims_.n();
-  if (layout_.num_blocks > 0) scratch_ = BlockScratch::Allocate(backend_, dims_);
+  if (layout_.num_blocks > 0) {
+    scratch_ =
+        BlockScratch::Allocate(backend_, dims_, layout_.recompute == spec::Recompute::kSelective);
+    if (layout_.recompute == spec::Recompute::kFull) {
+      recompute_ = BlockActivations::Allocate(backend_, dims_);
+    }
+  }
   dresidual_ = backend_.Empty(Shape{n, dims_.c}, DType::kF32);
   if (layout_.has_head) {
     dlnf_ = backend_.Empty(Shape{n, dims_.c}, DType::kF32);
@@ -98,8 +104,11 @@ Stage::Slot& Stage::Acquire(int64_t mb) {
     if (layout_.has_embedding) slot->tokens = backend_.Empty(Shape{n}, DType::kI32);
     for (int64_t b = 0; b <= layout_.num_blocks; ++b)
       slot->resid.push_back(backend_.Empty(Shape{n, dims_.c}, DType::kF32));
-    for (int64_t b = 0; b < layout_.num_blocks; ++b)
-      slot->blocks.push_back(BlockActivations::Allocate(backend_, dims_));
+    if (layout_.recompute != spec::Recompute::kFull) {
+      const bool with_att = layout_.recompute == spec::Recompute::kNone;
+      for (int64_t b = 0; b < layout_.num_blocks; ++b)
+        slot->blocks.push_back(BlockActivations::Allocate(backend_, dims_, with_att));
+    }
     if (layout_.has_head) {
       slot->lnf = backend_.Empty(Shape{n, dims_.c}, DType::kF32);
       slot->rstdf = backend_.Empty(Shape{n}, DType::kF32);
@@ -122,6 +131,10 @@ Stage::Slot& Stage::Find(int64_t mb) {
   return *slots_.front();  // unreachable
 }
 
+BlockActivations& Stage::ActivationsOf(Slot& slot, size_t b) {
+  return layout_.recompute == spec::Recompute::kFull ? recompute_ : slot.blocks[b];
+}
+
 void Stage::Discard(int64_t mb) {
   Find(mb).in_use = false;
 }
@@ -140,7 +153,7 @@ Stage::Slot& Stage::RunForward(int64_t mb, const Tensor& input) {
     backend_.Copy(slot.resid[0], input.Reshaped(Shape{n, dims_.c}));
   }
   for (size_t b = 0; b < w_.size(); ++b) {
-    BlockForward(backend_, dims_, w_[b], slot.resid[b], slot.resid[b + 1], slot.blocks[b],
+    BlockForward(backend_, dims_, w_[b], slot.resid[b], slot.resid[b + 1], ActivationsOf(slot, b),
                  scratch_, tp_);
   }
   return slot;
@@ -166,8 +179,13 @@ double Stage::ForwardLoss(int64_t mb, const Tensor& input, const Tensor& targets
 
 Tensor Stage::RunBackward(Slot& slot) {
   for (size_t b = w_.size(); b-- > 0;) {
-    BlockBackward(backend_, dims_, w_[b], dw_[b], slot.resid[b], slot.blocks[b], dresidual_,
-                  scratch_, tp_);
+    if (layout_.recompute == spec::Recompute::kFull) {
+      BlockBackwardWithRecompute(backend_, dims_, w_[b], dw_[b], slot.resid[b], recompute_,
+                                 dresidual_, scratch_, tp_);
+    } else {
+      BlockBackward(backend_, dims_, w_[b], dw_[b], slot.resid[b], slot.blocks[b], dresidual_,
+                    scratch_, tp_);
+    }
   }
   if (layout_.has_embedding) backend_.EmbeddingBackward(dwte_, dresidual_, slot.tokens);
   slot.in_use = false;

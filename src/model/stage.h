@@ -8,6 +8,12 @@
 // slot (allocating one only when none is free, i.e. during warm-up) and keeps it until
 // Backward(mb) or Discard(mb) releases it; after warm-up no step allocates device memory.
 //
+// Activation recompute (layout.recompute, block.h): a slot always keeps the stage input and every
+// block's output (N, C); per block it keeps all its activations (none), all but the (B, NH, T, T)
+// attention probabilities (selective: one probabilities buffer for the stage, the core
+// recomputed in each block's backward), or nothing (full: one BlockActivations for the stage,
+// each block's forward rerun from its kept input inside its backward).
+//
 // Tensor parallelism: a layout with tp_degree > 1 holds one shard of the blocks (parameters.h) and
 // needs a TpGroup of that size (tp_group.h); activations and gradients at the stage's boundary are
 // full (B, T, C) and identical on every TP rank, and the loss is computed on every TP rank.
@@ -82,6 +88,7 @@ class Stage {
 
   int num_in_flight() const;
   int num_activation_slots() const { return static_cast<int>(slots_.size()); }
+  spec::Recompute recompute() const { return layout_.recompute; }
 
  private:
   // Everything one micro-batch keeps between its forward and its backward.
@@ -90,7 +97,7 @@ class Stage {
     bool in_use = false;
     tensor::Tensor tokens;              // (N) i32, first stage
     std::vector<tensor::Tensor> resid;  // num_blocks + 1 of (N, C): stage input, block outputs
-    std::vector<BlockActivations> blocks;
+    std::vector<BlockActivations> blocks;  // per block; empty under full recompute
     tensor::Tensor lnf;      // (N, C), last stage
     tensor::Tensor rstdf;    // (N)
     tensor::Tensor logits;   // (N, V)
@@ -106,6 +113,8 @@ class Stage {
   Slot& RunForward(int64_t mb, const tensor::Tensor& input);
   // dresidual_ holds dL/d(stage output); runs the blocks backward and the embedding.
   tensor::Tensor RunBackward(Slot& slot);
+  // Where block b of `slot` keeps its activations (the shared workspace under full recompute).
+  BlockActivations& ActivationsOf(Slot& slot, size_t b);
 
   tensor::Backend& backend_;
   spec::ModelSpec model_;
@@ -121,8 +130,9 @@ class Stage {
   tensor::Tensor wlm_, dwlm_;         // (V, C)
 
   std::vector<std::unique_ptr<Slot>> slots_;
-  BlockScratch scratch_;
-  tensor::Tensor dresidual_;  // (N, C)
+  BlockScratch scratch_;        // (with the probabilities buffer under selective recompute)
+  BlockActivations recompute_;  // full recompute: the one block's activations being recomputed
+  tensor::Tensor dresidual_;    // (N, C)
   tensor::Tensor dlnf_;       // (N, C), last stage
   tensor::Tensor dlogits_;    // (N, V), last stage
 };

@@ -117,6 +117,7 @@ model::StageLayout StageLayoutOf(const WorldLayout& layout, int r) {
   s.has_head = sp.has_head;
   s.tp_rank = me.tp_rank;
   s.tp_degree = me.tp_degree;
+  s.recompute = sp.recompute;
   return s;
 }
 

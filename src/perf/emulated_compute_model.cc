@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "spec/block_costs.h"
 
 namespace motley::perf {
 
@@ -57,13 +58,10 @@ PassTimes EmulatedComputeModel::Block(int device_type, int tp, int64_t b, int64_
     return op(c::WriteBytes(kElem * static_cast<double>(elements)));
   };
   PassTimes t;
-  // Forward: attention half, then the MLP half (TP all-reduces are the predictor's).
-  t.forward_s = op(c::RmsNormForward(n, ch)) + op(c::MatmulForward(n, ch, q)) +
-                2.0 * op(c::MatmulForward(n, ch, kv)) + op(c::RopeForward(n * q)) +
-                op(c::RopeForward(n * kv)) + op(c::AttentionForward(b, s, nh, nkv, hs)) +
-                op(c::MatmulForward(n, q, ch)) + op(c::Add(n * ch)) +
-                op(c::RmsNormForward(n, ch)) + 2.0 * op(c::MatmulForward(n, ch, f)) +
-                op(c::SwiGluForward(n * f)) + op(c::MatmulForward(n, f, ch)) + op(c::Add(n * ch));
+  // Forward: the block's op inventory (spec/block_costs.h; TP all-reduces are the predictor's).
+  for (const c::OpCost& cost : c::BlockForwardOps(c::BlockShape{b, s, ch, nh, nkv, hs, f})) {
+    t.forward_s += op(cost);
+  }
   auto matmul_backward = [&](int64_t rows, int64_t in, int64_t out) {
     c::OpCost cost = c::MatmulBackwardInput(rows, in, out);
     cost += c::MatmulBackwardWeight(rows, in, out);
@@ -82,8 +80,18 @@ PassTimes EmulatedComputeModel::Block(int device_type, int tp, int64_t b, int64_
 
 Seconds EmulatedComputeModel::AttentionRecompute(int device_type, int tp, int64_t b,
                                                  int64_t s) const {
-  return Op(device_type, c::AttentionForward(b, s, model_.num_heads / tp,
-                                             model_.num_kv_heads / tp, model_.head_size()));
+  const c::BlockShape shape{b,
+                            s,
+                            model_.hidden,
+                            model_.num_heads / tp,
+                            model_.num_kv_heads / tp,
+                            model_.head_size(),
+                            model_.ffn_hidden / tp};
+  Seconds t = 0;
+  for (const c::OpCost& cost : c::BlockRecomputeOps(spec::Recompute::kSelective, shape)) {
+    t += Op(device_type, cost);
+  }
+  return t;
 }
 
 PassTimes EmulatedComputeModel::Embedding(int device_type, int /*tp*/, int64_t b,

@@ -28,7 +28,7 @@ class EmulatedComputeModel final : public ComputeModel {
  public:
   EmulatedComputeModel(const spec::ClusterSpec& cluster, const spec::ModelSpec& model);
   PassTimes Block(int device_type, int tp, int64_t b, int64_t s) const override;
-  // Recompute is not run by the runtime; charged as the attention forward (selective).
+  // What selective recompute adds to a block's backward (spec/block_costs.h).
   Seconds AttentionRecompute(int device_type, int tp, int64_t b, int64_t s) const override;
   PassTimes Embedding(int device_type, int tp, int64_t b, int64_t s) const override;
   PassTimes Head(int device_type, int tp, int64_t b, int64_t s) const override;

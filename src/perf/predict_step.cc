@@ -232,7 +232,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
   for (size_t k = 0; k < np; ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     for (const spec::StagePlan& st : pipe.stages) {
-      costs[k].push_back(StageCostOf(st, pipe.micro_batch_size, plan.recompute, rates));
+      costs[k].push_back(StageCostOf(st, pipe.micro_batch_size, st.recompute, rates));
     }
     links[k] = PipelineLinks(pipe, sharers);
   }

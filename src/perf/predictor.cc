@@ -313,7 +313,7 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp,
                          ? sched::OneFOneBInFlight(p, static_cast<int>(i), pipe.micro_batches)
                          : pipe.micro_batches;
       in.dp_degree = dp.min_group_size[k][i];
-      in.recompute = plan.recompute;
+      in.recompute = st.recompute;
       in.sharding = plan.optimizer_sharding;
       sp.memory = StageMemoryPerDevice(model_, in, settings_);
       sp.capacity = cluster_.device_types[static_cast<size_t>(type)].memory_bytes;

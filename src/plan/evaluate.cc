@@ -106,7 +106,6 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
   const int64_t d = static_cast<int64_t>(layout.size());
   spec::Plan& plan = out.plan;
   plan.schedule = es.schedule;
-  plan.recompute = es.recompute;
   plan.optimizer_sharding =
       es.zero1 && d > 1 ? spec::OptimizerSharding::kZero1 : spec::OptimizerSharding::kNone;
   for (const auto& units : layout) {
@@ -119,6 +118,7 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
       st.tp_degree = u.tp;
       st.has_embedding = i == 0;
       st.has_head = i + 1 == units.size();
+      st.recompute = es.recompute;
       pipe.stages.push_back(std::move(st));
     }
     plan.pipelines.push_back(std::move(pipe));

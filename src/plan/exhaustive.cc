@@ -89,7 +89,6 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
           for (spec::Recompute rec : options.recompute) {
             spec::Plan plan;
             plan.schedule = options.schedule;
-            plan.recompute = rec;
             plan.optimizer_sharding = options.zero1 && d > 1 ? spec::OptimizerSharding::kZero1
                                                              : spec::OptimizerSharding::kNone;
             std::vector<std::vector<std::vector<int64_t>>> splits(layout.size());
@@ -108,6 +107,7 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
                 st.tp_degree = un.tp;
                 st.has_embedding = i == 0;
                 st.has_head = i + 1 == layout[k].size();
+                st.recompute = rec;
                 pipe.stages.push_back(st);
               }
               plan.pipelines.push_back(pipe);

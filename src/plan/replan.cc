@@ -133,7 +133,7 @@ Result<ReplanResult> Replan(const perf::Predictor& predictor, const spec::Plan& 
   const LayoutEvaluator evaluator(predictor, units, rates);
   EvalSettings es;
   es.micro_batch_size = current.pipelines.front().micro_batch_size;
-  es.recompute = current.recompute;
+  es.recompute = spec::HeaviestRecompute(current);
   es.schedule = current.schedule;
   es.zero1 = current.optimizer_sharding == spec::OptimizerSharding::kZero1;
   LayoutEval ev = evaluator.Evaluate(layout, es);

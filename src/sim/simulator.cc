@@ -282,8 +282,8 @@ Result<std::vector<std::vector<Seconds>>> PhaseRun::Run(
       act.pipeline = static_cast<int>(k);
       act.stage = static_cast<int>(i);
       act.actions = &schedule.stages[i];
-      act.cost = predictor_.StageCostOf(pipe.stages[i], pipe.micro_batch_size, plan_.recompute,
-                                        rates);
+      act.cost = predictor_.StageCostOf(pipe.stages[i], pipe.micro_batch_size,
+                                        pipe.stages[i].recompute, rates);
       actor_of_[{static_cast<int>(k), static_cast<int>(i)}] = static_cast<int>(actors_.size());
       actors_.push_back(act);
     }

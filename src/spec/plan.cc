@@ -1,7 +1,9 @@
-// See plan.h: names of the plan enums and ValidatePlan.
+// See plan.h: names of the plan enums, the recompute helpers and ValidatePlan (the one plan rule).
 #include "spec/plan.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -40,6 +42,31 @@ int Plan::num_devices() const {
     for (const StagePlan& s : p.stages) n += static_cast<int>(s.devices.size());
   }
   return n;
+}
+
+void Plan::SetRecompute(Recompute r) {
+  for (PipelinePlan& p : pipelines) {
+    for (StagePlan& s : p.stages) s.recompute = r;
+  }
+}
+
+Recompute HeaviestRecompute(const Plan& plan) {
+  Recompute heaviest = Recompute::kNone;
+  for (const PipelinePlan& p : plan.pipelines) {
+    for (const StagePlan& s : p.stages) heaviest = std::max(heaviest, s.recompute);
+  }
+  return heaviest;
+}
+
+std::string RecomputeSummary(const Plan& plan) {
+  std::optional<Recompute> common;
+  for (const PipelinePlan& p : plan.pipelines) {
+    for (const StagePlan& s : p.stages) {
+      if (common.has_value() && *common != s.recompute) return "per stage";
+      common = s.recompute;
+    }
+  }
+  return std::string(RecomputeName(common.value_or(Recompute::kNone)));
 }
 
 namespace {
@@ -86,6 +113,36 @@ Status CheckStageDevices(const StagePlan& stage, const std::string& at, const st
                  "one device type)",
                  file, at, id, cluster.device_types[static_cast<size_t>(d.type)].name, first.id,
                  cluster.device_types[static_cast<size_t>(first.type)].name);
+    }
+  }
+  return Status::Ok();
+}
+
+// What the runtime can execute beyond the plan's structure (plan.h): one run is either all
+// emulated devices (each rank on its virtual clock) or all real ones (train/parallel_setup.cc
+// builds one kind of backend and clock per run).
+Status CheckRuntimeCapability(const Plan& plan, const ClusterSpec& cluster,
+                              const std::string& file) {
+  const StagePlan* first_stage = nullptr;
+  std::string first_at;
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    for (size_t s = 0; s < plan.pipelines[p].stages.size(); ++s) {
+      const StagePlan& stage = plan.pipelines[p].stages[s];
+      const std::string at = fmt::format("pipelines[{}].stages[{}]", p, s);
+      if (first_stage == nullptr) {
+        first_stage = &stage;
+        first_at = at;
+        continue;
+      }
+      const DeviceType& first = cluster.device_type_of(first_stage->devices.front());
+      const DeviceType& type = cluster.device_type_of(stage.devices.front());
+      if (type.is_emulated() == first.is_emulated()) continue;
+      return Err(
+          "{}: {}.devices: device {} (type '{}') is {} but device {} (type '{}', {}) is {}; "
+          "a run is either all emulated or all real devices",
+          file, at, stage.devices.front(), type.name,
+          type.is_emulated() ? "emulated" : "not emulated", first_stage->devices.front(),
+          first.name, first_at, first.is_emulated() ? "emulated" : "not emulated");
     }
   }
   return Status::Ok();
@@ -155,7 +212,7 @@ Status ValidatePlan(const Plan& plan, const ClusterSpec& cluster, const ModelSpe
                "train.global_batch is {}",
                file, samples, train.global_batch);
   }
-  return Status::Ok();
+  return CheckRuntimeCapability(plan, cluster, file);
 }
 
 }  // namespace motley::spec

@@ -1,8 +1,9 @@
 // Plan: how a model is laid out on a cluster (docs/formats/plan.md): pipelines (data-parallel
 // replicas, possibly of different shapes), each an ordered list of stages (a contiguous block range
 // on a TP group of devices), the pipeline's micro-batch count and size, the pipeline schedule,
-// recompute and optimizer sharding. Written by the planner or by hand as versioned JSON
-// ("format": "motley-plan", "version": 1), read by the runtime and the simulator. Plain value types.
+// recompute per stage and optimizer sharding. Written by the planner or by hand as versioned JSON
+// ("format": "motley-plan", "version": 2; version 1, with one plan-level recompute, is still
+// read), read by the runtime and the simulator. Plain value types.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,10 @@
 
 namespace motley::spec {
 
+// Activation recompute of a stage's blocks (Korthikanti et al. 2022): kSelective keeps everything
+// but the attention core's T x T probabilities and recomputes the core (QK^T, softmax, the
+// weighted sum of V) in the backward; kFull keeps only each block's input and reruns the block's
+// forward inside its backward. Ordered by memory saved (and time spent).
 enum class Recompute { kNone, kSelective, kFull };
 enum class OptimizerSharding { kNone, kZero1 };
 // Order of forwards and backwards inside a pipeline; sched/schedule.h builds the action lists.
@@ -33,6 +38,7 @@ struct StagePlan {
   bool has_head = false;        // final RMSNorm + LM head + loss (last stage only)
   std::vector<int> devices;     // global device ids of the TP group, in TP-rank order
   int tp_degree = 1;            // == devices.size()
+  Recompute recompute = Recompute::kNone;  // activation recompute of this stage's blocks
 
   int64_t end_block() const { return first_block + num_blocks; }
 };
@@ -49,13 +55,20 @@ struct PipelinePlan {
 struct Plan {
   std::vector<PipelinePlan> pipelines;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
-  Recompute recompute = Recompute::kNone;
   OptimizerSharding optimizer_sharding = OptimizerSharding::kNone;
   std::string comment;     // free text (who wrote it, why); round-trips through JSON
   std::string source;      // file the plan was read from, for error messages; not serialized
 
   int num_devices() const;  // devices used by all stages
+  // Sets every stage's recompute (a plan-level choice, as plan format version 1 had).
+  void SetRecompute(Recompute r);
 };
+
+// The heaviest recompute of any stage (kFull > kSelective > kNone); kNone for a plan without
+// stages. What a re-split of the plan keeps for every stage, so that no stage holds more.
+Recompute HeaviestRecompute(const Plan& plan);
+// "none", "full", ... when every stage agrees; "per stage" otherwise (for summaries).
+std::string RecomputeSummary(const Plan& plan);
 
 // Reads a plan file. Errors: "<path>: <field path>: <reason>". Structure only; see ValidatePlan.
 Result<Plan> LoadPlan(const std::string& path);
@@ -66,11 +79,18 @@ std::string PlanToJson(const Plan& plan);
 // Writes PlanToJson atomically.
 Status SavePlan(const Plan& plan, const std::string& path);
 
-// Checks a plan against a cluster, model and training setup: every block covered exactly once
-// per pipeline and in order; embedding on the first and head on the last stage only; every device
-// exists and is used once in the whole plan; tp_degree == devices.size() and divides heads, kv
-// heads, ffn width and vocabulary; a stage's devices share one node and one type; micro_batches >=
-// number of stages; sum over pipelines of micro_batches * micro_batch_size == train.global_batch.
+// THE plan rule: what every command applies before it accepts a plan (`motley validate --plan`,
+// `plan` on the plan it writes, `predict`, `simulate`, `train`, and the runtime's plan switches),
+// so that no command accepts a plan another refuses. It checks the plan against a cluster, model
+// and training setup -- every block covered exactly once per pipeline and in order; embedding on
+// the first and head on the last stage only; every device exists and is used once in the whole
+// plan; tp_degree == devices.size() and divides heads, kv heads, ffn width and vocabulary; a
+// stage's devices share one node and one type; micro_batches >= number of stages; sum over
+// pipelines of micro_batches * micro_batch_size == train.global_batch -- and what the runtime
+// can execute: the plan's devices are all emulated or all real (one run has one kind of clock,
+// DESIGN.md §6). Every schedule, recompute mode (per stage) and optimizer sharding of the format
+// runs. Not covered: what this build or host lacks (a CUDA device without a CUDA build) and
+// memory capacity, which `predict` reports and the runtime enforces.
 // Errors name pipeline, stage and field, prefixed with Plan::source (or "plan"):
 // "plan.json: pipelines[1].stages[2].devices: device 7 is already used by pipelines[0].stages[3]".
 Status ValidatePlan(const Plan& plan, const ClusterSpec& cluster, const ModelSpec& model,

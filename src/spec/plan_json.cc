@@ -1,4 +1,6 @@
-// Plan <-> versioned JSON (docs/formats/plan.md). nlohmann exceptions stop here.
+// Plan <-> versioned JSON (docs/formats/plan.md). nlohmann exceptions stop here. Version 2 sets
+// recompute per stage (stages[].recompute); version 1 had one plan-level `recompute`, which is
+// read as every stage's. Writing emits version 2.
 #include <initializer_list>
 #include <limits>
 #include <string>
@@ -15,7 +17,8 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kFormat = "motley-plan";
-constexpr int64_t kVersion = 1;
+constexpr int64_t kVersion = 2;            // written
+constexpr int64_t kOldestReadVersion = 1;  // read: 1 (plan-level recompute) and 2
 
 std::string Describe(const json& j) {
   std::string text = j.dump();
@@ -104,11 +107,26 @@ Result<Enum> ParseEnum(const Obj& obj, std::string_view key, Enum fallback,
   return obj.Error(key, fmt::format("unknown value '{}' (known: {})", text, fmt::join(names, ", ")));
 }
 
-Result<StagePlan> ParseStage(const json& j, const std::string& file, const std::string& path) {
+Result<Recompute> ParseRecompute(const Obj& obj) {
+  return ParseEnum(obj, "recompute", Recompute::kNone,
+                   {Recompute::kNone, Recompute::kSelective, Recompute::kFull}, &RecomputeName);
+}
+
+// `version`: the file's; version 1 stages have no `recompute` of their own.
+Result<StagePlan> ParseStage(const json& j, const std::string& file, const std::string& path,
+                             int64_t version) {
   MOTLEY_ASSIGN_OR_RETURN(const Obj obj, Obj::Make(j, file, path));
-  MOTLEY_RETURN_IF_ERROR(obj.CheckKeys(
-      {"first_block", "num_blocks", "has_embedding", "has_head", "devices", "tp_degree"}));
+  if (version >= 2) {
+    MOTLEY_RETURN_IF_ERROR(obj.CheckKeys({"first_block", "num_blocks", "has_embedding", "has_head",
+                                          "devices", "tp_degree", "recompute"}));
+  } else {
+    MOTLEY_RETURN_IF_ERROR(obj.CheckKeys(
+        {"first_block", "num_blocks", "has_embedding", "has_head", "devices", "tp_degree"}));
+  }
   StagePlan s;
+  if (version >= 2) {
+    MOTLEY_ASSIGN_OR_RETURN(s.recompute, ParseRecompute(obj));
+  }
   MOTLEY_ASSIGN_OR_RETURN(s.first_block, obj.Int("first_block"));
   MOTLEY_ASSIGN_OR_RETURN(s.num_blocks, obj.Int("num_blocks"));
   MOTLEY_ASSIGN_OR_RETURN(s.has_embedding, obj.Bool("has_embedding", false));
@@ -134,8 +152,8 @@ Result<StagePlan> ParseStage(const json& j, const std::string& file, const std::
   return s;
 }
 
-Result<PipelinePlan> ParsePipeline(const json& j, const std::string& file,
-                                   const std::string& path) {
+Result<PipelinePlan> ParsePipeline(const json& j, const std::string& file, const std::string& path,
+                                   int64_t version) {
   MOTLEY_ASSIGN_OR_RETURN(const Obj obj, Obj::Make(j, file, path));
   MOTLEY_RETURN_IF_ERROR(obj.CheckKeys({"micro_batches", "micro_batch_size", "stages"}));
   PipelinePlan p;
@@ -150,8 +168,9 @@ Result<PipelinePlan> ParsePipeline(const json& j, const std::string& file,
   }
   MOTLEY_ASSIGN_OR_RETURN(const json* stages, obj.Array("stages"));
   for (size_t s = 0; s < stages->size(); ++s) {
-    MOTLEY_ASSIGN_OR_RETURN(StagePlan stage,
-                            ParseStage((*stages)[s], file, fmt::format("{}[{}]", obj.PathOf("stages"), s)));
+    MOTLEY_ASSIGN_OR_RETURN(
+        StagePlan stage,
+        ParseStage((*stages)[s], file, fmt::format("{}[{}]", obj.PathOf("stages"), s), version));
     p.stages.push_back(std::move(stage));
   }
   return p;
@@ -175,9 +194,14 @@ Result<Plan> ParsePlan(std::string_view json_text, std::string_view name) {
     return obj.Error("format", fmt::format("expected '{}', got '{}'", kFormat, format));
   }
   MOTLEY_ASSIGN_OR_RETURN(const int64_t version, obj.Int("version"));
-  if (version != kVersion) {
-    return obj.Error("version",
-                     fmt::format("unsupported version {} (this build reads {})", version, kVersion));
+  if (version < kOldestReadVersion || version > kVersion) {
+    return obj.Error("version", fmt::format("unsupported version {} (this build reads {} to {})",
+                                            version, kOldestReadVersion, kVersion));
+  }
+  if (version >= 2 && obj.Has("recompute")) {
+    return obj.Error("recompute",
+                     "version 2 sets recompute per stage (pipelines[].stages[].recompute); a "
+                     "plan-level value is version 1 only");
   }
   Plan plan;
   plan.source = file;
@@ -185,10 +209,10 @@ Result<Plan> ParsePlan(std::string_view json_text, std::string_view name) {
       plan.schedule, ParseEnum(obj, "schedule", PipelineSchedule::k1F1B,
                                {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe},
                                &PipelineScheduleName));
-  MOTLEY_ASSIGN_OR_RETURN(
-      plan.recompute, ParseEnum(obj, "recompute", Recompute::kNone,
-                                {Recompute::kNone, Recompute::kSelective, Recompute::kFull},
-                                &RecomputeName));
+  Recompute plan_recompute = Recompute::kNone;  // version 1: every stage's
+  if (version == 1) {
+    MOTLEY_ASSIGN_OR_RETURN(plan_recompute, ParseRecompute(obj));
+  }
   MOTLEY_ASSIGN_OR_RETURN(
       plan.optimizer_sharding,
       ParseEnum(obj, "optimizer_sharding", OptimizerSharding::kNone,
@@ -196,10 +220,12 @@ Result<Plan> ParsePlan(std::string_view json_text, std::string_view name) {
   MOTLEY_ASSIGN_OR_RETURN(plan.comment, obj.String("comment", false));
   MOTLEY_ASSIGN_OR_RETURN(const json* pipelines, obj.Array("pipelines"));
   for (size_t p = 0; p < pipelines->size(); ++p) {
-    MOTLEY_ASSIGN_OR_RETURN(PipelinePlan pipe,
-                            ParsePipeline((*pipelines)[p], file, fmt::format("pipelines[{}]", p)));
+    MOTLEY_ASSIGN_OR_RETURN(
+        PipelinePlan pipe,
+        ParsePipeline((*pipelines)[p], file, fmt::format("pipelines[{}]", p), version));
     plan.pipelines.push_back(std::move(pipe));
   }
+  if (version == 1) plan.SetRecompute(plan_recompute);
   return plan;
 }
 
@@ -213,7 +239,6 @@ std::string PlanToJson(const Plan& plan) {
   root["format"] = kFormat;
   root["version"] = kVersion;
   root["schedule"] = PipelineScheduleName(plan.schedule);
-  root["recompute"] = RecomputeName(plan.recompute);
   root["optimizer_sharding"] = OptimizerShardingName(plan.optimizer_sharding);
   if (!plan.comment.empty()) root["comment"] = plan.comment;
   nlohmann::ordered_json pipelines = nlohmann::ordered_json::array();
@@ -230,6 +255,7 @@ std::string PlanToJson(const Plan& plan) {
       sj["has_head"] = s.has_head;
       sj["devices"] = s.devices;
       sj["tp_degree"] = s.tp_degree;
+      sj["recompute"] = RecomputeName(s.recompute);
       stages.push_back(std::move(sj));
     }
     pj["stages"] = std::move(stages);

@@ -1,4 +1,5 @@
-// Plan: JSON round trip, ValidatePlan's rules (one test per rule, exact messages), UniformPlan.
+// Plan: JSON round trip (version 2, per-stage recompute; version 1 still read), ValidatePlan's
+// rules (one test per rule, exact messages), UniformPlan.
 #include "spec/plan.h"
 
 #include <gtest/gtest.h>
@@ -59,7 +60,8 @@ Plan GoodPlan() {
   b.stages = {Stage(0, 1, true, false, {2, 3}), Stage(1, 2, false, false, {4}),
               Stage(3, 1, false, true, {5})};
   p.pipelines = {a, b};
-  p.recompute = Recompute::kSelective;
+  p.SetRecompute(Recompute::kSelective);
+  p.pipelines[1].stages[2].recompute = Recompute::kFull;
   p.optimizer_sharding = OptimizerSharding::kZero1;
   p.comment = "test";
   return p;
@@ -78,7 +80,12 @@ TEST(PlanTest, GoodPlanValidatesAndRoundTripsThroughJson) {
   Result<Plan> back = ParsePlan(json, "again.json");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->source, "again.json");
-  EXPECT_EQ(back->recompute, Recompute::kSelective);
+  EXPECT_NE(json.find("\"version\": 2"), std::string::npos);
+  EXPECT_EQ(back->pipelines[0].stages[0].recompute, Recompute::kSelective);
+  EXPECT_EQ(back->pipelines[1].stages[1].recompute, Recompute::kSelective);
+  EXPECT_EQ(back->pipelines[1].stages[2].recompute, Recompute::kFull);
+  EXPECT_EQ(HeaviestRecompute(*back), Recompute::kFull);
+  EXPECT_EQ(RecomputeSummary(*back), "per stage");
   EXPECT_EQ(back->optimizer_sharding, OptimizerSharding::kZero1);
   EXPECT_EQ(back->schedule, PipelineSchedule::k1F1B);
   EXPECT_EQ(back->comment, "test");
@@ -87,6 +94,78 @@ TEST(PlanTest, GoodPlanValidatesAndRoundTripsThroughJson) {
   EXPECT_EQ(back->pipelines[1].stages[0].tp_degree, 2);
   EXPECT_EQ(back->pipelines[0].micro_batch_size, 2);
   EXPECT_EQ(PlanToJson(*back), json);
+}
+
+// Version 1 files (plan-level recompute) are still read: the value applies to every stage; what
+// they are written back as is version 2.
+TEST(PlanTest, VersionOneRecomputeAppliesToEveryStage) {
+  const std::string v1 = R"({"format": "motley-plan", "version": 1, "recompute": "full",
+    "pipelines": [{"micro_batches": 2, "micro_batch_size": 1, "stages": [
+      {"first_block": 0, "num_blocks": 2, "has_embedding": true, "devices": [0]},
+      {"first_block": 2, "num_blocks": 2, "has_head": true, "devices": [1]}]}]})";
+  Result<Plan> p = ParsePlan(v1, "old.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->pipelines[0].stages.size(), 2u);
+  for (const StagePlan& s : p->pipelines[0].stages) EXPECT_EQ(s.recompute, Recompute::kFull);
+  EXPECT_EQ(RecomputeSummary(*p), "full");
+  const std::string v2 = PlanToJson(*p);
+  EXPECT_NE(v2.find("\"version\": 2"), std::string::npos);
+  Result<Plan> again = ParsePlan(v2, "new.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->pipelines[0].stages[1].recompute, Recompute::kFull);
+  // Without `recompute` a version 1 plan recomputes nothing.
+  Result<Plan> none = ParsePlan(R"({"format": "motley-plan", "version": 1, "pipelines": [
+    {"micro_batches": 1, "micro_batch_size": 1, "stages": [
+      {"first_block": 0, "num_blocks": 4, "has_embedding": true, "has_head": true,
+       "devices": [0]}]}]})",
+                                "none.json");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->pipelines[0].stages[0].recompute, Recompute::kNone);
+}
+
+TEST(PlanTest, RecomputeKeysBelongToTheirVersion) {
+  const std::string stage =
+      R"({"first_block": 0, "num_blocks": 4, "has_embedding": true, "has_head": true,
+          "devices": [0], "recompute": "selective"})";
+  auto text = [&](int version, const std::string& top, const std::string& st) {
+    return "{\"format\": \"motley-plan\", \"version\": " + std::to_string(version) + top +
+           ", \"pipelines\": [{\"micro_batches\": 1, \"micro_batch_size\": 1, \"stages\": [" + st +
+           "]}]}";
+  };
+  Result<Plan> ok = ParsePlan(text(2, "", stage), "p.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->pipelines[0].stages[0].recompute, Recompute::kSelective);
+  EXPECT_EQ(ParsePlan(text(2, ", \"recompute\": \"full\"", stage), "p.json").status().message(),
+            "p.json: recompute: version 2 sets recompute per stage "
+            "(pipelines[].stages[].recompute); a plan-level value is version 1 only");
+  EXPECT_EQ(ParsePlan(text(1, "", stage), "p.json")
+                .status()
+                .message()
+                .rfind("p.json: pipelines[0].stages[0].recompute: unknown key", 0),
+            0u);
+  std::string bad = stage;
+  bad.replace(bad.find("selective"), 9, "partial");
+  EXPECT_EQ(ParsePlan(text(2, "", bad), "p.json").status().message(),
+            "p.json: pipelines[0].stages[0].recompute: unknown value 'partial' (known: none, "
+            "selective, full)");
+  EXPECT_EQ(ParsePlan(text(3, "", stage), "p.json").status().message(),
+            "p.json: version: unsupported version 3 (this build reads 1 to 2)");
+}
+
+// The runtime's capability is part of the one rule: a run is all emulated or all real devices.
+TEST(PlanTest, PlanMixingEmulatedAndRealDevicesIsRefused) {
+  ClusterSpec c = Cluster();
+  c.device_types[1].emulated = EmulatedProfile{1e9, 1e9};
+  ASSERT_TRUE(c.Finalize("c.yaml").ok());
+  const Plan p = GoodPlan();  // pipeline 0 on 'fast' (real), pipeline 1 on 'slow' (emulated)
+  EXPECT_EQ(ValidatePlan(p, c, Model(), Train(12)).message(),
+            "plan.json: pipelines[1].stages[0].devices: device 2 (type 'slow') is emulated but "
+            "device 0 (type 'fast', pipelines[0].stages[0]) is not emulated; a run is either all "
+            "emulated or all real devices");
+  Plan slow_only = p;
+  slow_only.pipelines = {p.pipelines[1]};
+  slow_only.pipelines[0].micro_batches = 12;
+  EXPECT_EQ(ValidatePlan(slow_only, c, Model(), Train(12)).message(), "");
 }
 
 TEST(PlanTest, DeviceUsedTwiceNamesBothPlaces) {

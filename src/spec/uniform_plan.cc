@@ -45,7 +45,6 @@ Result<Plan> UniformPlan(const ClusterSpec& cluster, const ModelSpec& model,
   }
   Plan plan;
   plan.schedule = options.schedule;
-  plan.recompute = options.recompute;
   plan.optimizer_sharding = options.optimizer_sharding;
   plan.comment = fmt::format("uniform Megatron-style split: dp={} pp={} tp={} b={}", dp, pp, tp,
                              options.micro_batch_size);
@@ -63,6 +62,7 @@ Result<Plan> UniformPlan(const ClusterSpec& cluster, const ModelSpec& model,
       stage.has_embedding = s == 0;
       stage.has_head = s == pp - 1;
       stage.tp_degree = tp;
+      stage.recompute = options.recompute;
       const int base = (s * dp + d) * tp;  // tp fastest, then dp, then pp
       for (int k = 0; k < tp; ++k) stage.devices.push_back(base + k);
       const DeviceInfo& a = cluster.device(stage.devices.front());

@@ -62,7 +62,7 @@ std::optional<Evaluated> ResplitWithout(const perf::Predictor& predictor, const 
   const plan::LayoutEvaluator evaluator(predictor, units, rates);
   plan::EvalSettings es;
   es.micro_batch_size = base.pipelines.front().micro_batch_size;
-  es.recompute = base.recompute;
+  es.recompute = spec::HeaviestRecompute(base);
   es.schedule = base.schedule;
   es.zero1 = base.optimizer_sharding == spec::OptimizerSharding::kZero1;
   plan::LayoutEval ev = evaluator.Evaluate(layout, es);
@@ -82,8 +82,8 @@ struct Scored {
 }  // namespace
 
 bool SamePlan(const spec::Plan& a, const spec::Plan& b) {
-  if (a.schedule != b.schedule || a.recompute != b.recompute ||
-      a.optimizer_sharding != b.optimizer_sharding || a.pipelines.size() != b.pipelines.size()) {
+  if (a.schedule != b.schedule || a.optimizer_sharding != b.optimizer_sharding ||
+      a.pipelines.size() != b.pipelines.size()) {
     return false;
   }
   for (size_t p = 0; p < a.pipelines.size(); ++p) {
@@ -98,7 +98,7 @@ bool SamePlan(const spec::Plan& a, const spec::Plan& b) {
       const spec::StagePlan& v = y.stages[s];
       if (u.first_block != v.first_block || u.num_blocks != v.num_blocks ||
           u.has_embedding != v.has_embedding || u.has_head != v.has_head ||
-          u.devices != v.devices || u.tp_degree != v.tp_degree) {
+          u.recompute != v.recompute || u.devices != v.devices || u.tp_degree != v.tp_degree) {
         return false;
       }
     }

@@ -33,8 +33,7 @@ void StragglerCoordinator::SetPlanWork(const spec::Plan& plan) {
   predicted_.assign(static_cast<size_t>(predictor_.cluster().num_devices()), 0.0);
   for (const spec::PipelinePlan& pipe : plan.pipelines) {
     for (const spec::StagePlan& st : pipe.stages) {
-      const perf::StageCost c =
-          predictor_.StageCostOf(st, pipe.micro_batch_size, plan.recompute, {});
+      const perf::StageCost c = predictor_.StageCostOf(st, pipe.micro_batch_size, st.recompute, {});
       const Seconds per_step =
           static_cast<double>(pipe.micro_batches) * (c.forward_s + c.backward_s);
       for (int d : st.devices) predicted_[static_cast<size_t>(d)] = per_step;

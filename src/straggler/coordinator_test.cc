@@ -24,8 +24,7 @@ std::vector<RankCompute> Measure(const perf::Predictor& predictor, const spec::P
   }
   for (const spec::PipelinePlan& pipe : plan.pipelines) {
     for (const spec::StagePlan& st : pipe.stages) {
-      const perf::StageCost c =
-          predictor.StageCostOf(st, pipe.micro_batch_size, plan.recompute, {});
+      const perf::StageCost c = predictor.StageCostOf(st, pipe.micro_batch_size, st.recompute, {});
       for (int d : st.devices) {
         RankCompute& r = out[static_cast<size_t>(d)];
         r.idle = false;

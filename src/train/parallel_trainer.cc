@@ -30,13 +30,7 @@ Result<ClockChoice> ParseClockChoice(const std::string& text) {
 }
 
 Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan) {
-  MOTLEY_RETURN_IF_ERROR(spec::ValidatePlan(plan, run.cluster, run.model, run.train));
-  if (plan.recompute != spec::Recompute::kNone) {
-    return Err("{}: recompute: '{}' is not implemented by the runtime (it keeps every activation); "
-               "use 'none', or plan with `motley plan` on a cluster with more memory",
-               plan.source.empty() ? "plan" : plan.source, spec::RecomputeName(plan.recompute));
-  }
-  return Status::Ok();
+  return spec::ValidatePlan(plan, run.cluster, run.model, run.train);
 }
 
 Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec::Plan& plan,

@@ -196,11 +196,11 @@ struct ParallelTrainSummary {
   std::string final_plan;              // name of the plan of the last step
 };
 
-// The checks `motley train --plan` runs before starting any rank: spec::ValidatePlan (every
-// error names the pipeline, stage and field). Errors are prefixed with the plan's source.
-// optimizer_sharding 'zero1' shards the AdamW moments of every uniform data-parallel layer group
-// (parallel/grad_sync.h); checkpoints gather them whole first. A plan asking for activation
-// recompute is refused (the runtime keeps every activation).
+// The checks `motley train --plan` runs before starting any rank: exactly spec::ValidatePlan, the
+// one plan rule every command applies (spec/plan.h; every error names the pipeline, stage and
+// field, prefixed with the plan's source). optimizer_sharding 'zero1' shards the AdamW moments
+// of every uniform data-parallel layer group (parallel/grad_sync.h); checkpoints gather them whole
+// first. Each stage's recompute (none, selective, full) runs in model::Stage.
 Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan);
 
 // All ranks as threads of this process over a LocalWorld.

@@ -89,6 +89,35 @@ TEST(MpiPlanInvarianceTest, ReplicaOnEmulatedSlowDevices) {  // 3 ranks, virtual
       TinyEmulatedRun(kSteps));
 }
 
+// Activation recompute (issue 12): each mode, and a mix per stage, under mpiexec.
+TEST(MpiPlanInvarianceTest, FullRecomputeOnAnUnevenPipeline) {  // 3 ranks
+  spec::Plan plan =
+      MakePlan({Pipeline({Stage(0, 1, true, false, {0}), Stage(1, 2, false, false, {1}),
+                          Stage(3, 1, false, true, {2})},
+                         4, 3)},
+               "pp3-uneven-full");
+  plan.SetRecompute(spec::Recompute::kFull);
+  ExpectSerialTrajectoryUnderMpi(plan, TinyRun(kSteps));
+}
+
+TEST(MpiPlanInvarianceTest, SelectiveRecomputeWithTensorAndPipelineParallel) {  // 4 ranks
+  spec::Plan plan = MakePlan(
+      {Pipeline({Stage(0, 3, true, false, {0, 1}), Stage(3, 1, false, true, {2, 3})}, 4, 3)},
+      "tp2-pp2-selective");
+  plan.SetRecompute(spec::Recompute::kSelective);
+  ExpectSerialTrajectoryUnderMpi(plan, TinyRun(kSteps));
+}
+
+TEST(MpiPlanInvarianceTest, RecomputeMixedPerStage) {  // 3 ranks
+  spec::Plan plan =
+      MakePlan({Pipeline({Stage(0, 1, true, false, {0}), Stage(1, 3, false, true, {1})}, 4, 2),
+                Pipeline({Stage(0, 4, true, true, {4})}, 1, 4)},
+               "mixed-stages-recompute");
+  plan.pipelines[0].stages[0].recompute = spec::Recompute::kSelective;
+  plan.pipelines[0].stages[1].recompute = spec::Recompute::kFull;
+  ExpectSerialTrajectoryUnderMpi(plan, TinyRun(kSteps));
+}
+
 }  // namespace
 }  // namespace motley::testing
 
