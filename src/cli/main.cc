@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
     int exit_code = 0;
     motley::cli::AddTrainCommand(app, exit_code);
     motley::cli::AddGenerateCommand(app, exit_code);
+    motley::cli::AddEvalCommand(app, exit_code);
     motley::cli::AddValidateCommand(app, exit_code);
     motley::cli::AddScheduleCommand(app, exit_code);
     motley::cli::AddProfileCommand(app, exit_code);

@@ -143,6 +143,11 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
   if (!ctx.resume_dir.empty()) {
     MOTLEY_RETURN_IF_ERROR(
         LoadIntoStage(ctx.resume_dir, *backend, state.rank->stage().params(), true).status());
+  } else if (!ctx.init_from_dir.empty()) {  // checked against the model by Prepare
+    MOTLEY_RETURN_IF_ERROR(LoadIntoStage(ctx.init_from_dir, *backend,
+                                         state.rank->stage().params(), /*load_optimizer=*/false)
+                               .status()
+                               .WithContext("--init-from"));
   }
   SwitchOptions switch_options;
   switch_options.rank_options = rank_options;
@@ -179,7 +184,7 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
     MOTLEY_RETURN_IF_ERROR(
         MemoryStatus(*backend, device).WithContext(fmt::format("step {}", step)));
     if (r == options.sigterm_rank && ctx.stop_enabled && step == options.sigterm_at_step) {
-      std::raise(SIGTERM);
+      std::raise(options.test_signal);
     }
     const Seconds end_s = rank_clock.Now();
     Probe probe;  // after the step's end: the probe is not part of the step
@@ -231,7 +236,16 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
       }
     }
     if (stopping) {
-      if (r == ctx.summary_rank) ctx.summary.stopped = true;
+      if (r == ctx.summary_rank) {
+        ctx.summary.stopped = true;
+        // The signal this process saw; another process's when the stop came from a peer.
+        ctx.summary.stop_signal = StopRequested() ? StopSignalName() : "a peer's signal";
+      }
+      if (r == 0 && options.out != nullptr) {
+        fmt::print(options.out, "step {}: {}: stopped after saving\n", step,
+                   StopRequested() ? StopSignalName() : "signal to another rank");
+        std::fflush(options.out);
+      }
       break;
     }
   }
