@@ -126,7 +126,7 @@ struct Prepared {
   std::unique_ptr<WorldLayout> layout;
   std::unique_ptr<TokenSplits> data;
   std::unique_ptr<RunContext> ctx;
-  std::optional<MetricsWriter> metrics;
+  std::unique_ptr<MetricsWriter> metrics;  // on the heap: ctx->metrics points at it
 };
 
 // The checks, the layout, the data, the emulation, the resume or init-from source, and, with

@@ -181,8 +181,8 @@ Status PrepareRankZero(Prepared& p, const spec::RunFile& run,
   if (!metrics_path.empty()) {
     MOTLEY_ASSIGN_OR_RETURN(MetricsWriter writer,
                             MetricsWriter::Open(metrics_path, ctx.metrics_resume));
-    p.metrics.emplace(std::move(writer));
-    ctx.metrics = &*p.metrics;
+    p.metrics = std::make_unique<MetricsWriter>(std::move(writer));
+    ctx.metrics = p.metrics.get();
   }
   return Status::Ok();
 }

@@ -161,12 +161,23 @@ Result<StageFiles> StageFilesFromJson(const json& j) {
   return files;
 }
 
+namespace {
+
+// `p` absolute, with its existing part's links resolved, lexically normal, no trailing slash.
+fs::path Resolved(const fs::path& p, std::error_code& ec) {
+  fs::path out = fs::weakly_canonical(fs::absolute(p, ec), ec).lexically_normal();
+  if (!out.has_filename() && out != out.root_path()) out = out.parent_path();
+  return out;
+}
+
+}  // namespace
+
 Status CheckCheckpointRoot(const std::string& root) {
   if (root.empty()) {
     return Err(StatusCode::kInvalidArgument, "checkpoint folder: empty path");
   }
   std::error_code ec;
-  const fs::path canonical = fs::weakly_canonical(fs::absolute(root, ec), ec);
+  const fs::path canonical = Resolved(root, ec);
   if (ec) {
     return Err(StatusCode::kInvalidArgument, "{}: cannot resolve the checkpoint folder: {}", root,
                ec.message());
@@ -178,7 +189,7 @@ Status CheckCheckpointRoot(const std::string& root) {
                root);
   }
   if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    const fs::path home_dir = fs::weakly_canonical(fs::path(home), ec);
+    const fs::path home_dir = Resolved(home, ec);
     if (!ec && canonical == home_dir) {
       return Err(StatusCode::kInvalidArgument,
                  "{}: the home directory cannot be a checkpoint folder (motley creates and "
