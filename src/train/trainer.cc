@@ -237,11 +237,15 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
     if (CheckpointDue(train.checkpoint, step, train.steps, stopping)) {
       SaveOptions save;
       save.keep_last = std::max<int64_t>(1, train.checkpoint.keep_last);
-      MOTLEY_ASSIGN_OR_RETURN(
-          summary.last_checkpoint,
+      Result<std::string> saved =
           SaveCheckpoint(train.checkpoint.dir,
                          MakeCheckpointMetadata(model, train, step, global_batch, nullptr),
-                         {StageToSave(&backend, &stage->params())}, save));
+                         {StageToSave(&backend, &stage->params())}, save);
+      if (!saved.ok()) {
+        if (progress) progress->Finish();
+        return saved.status().WithContext(fmt::format("checkpoint of step {}", step));
+      }
+      summary.last_checkpoint = *saved;
       if (progress) {
         progress->Note(fmt::format("step {}: checkpoint {}", step, summary.last_checkpoint));
       }
