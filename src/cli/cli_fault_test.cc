@@ -17,7 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(CliFault, AFullDiskDuringASaveLeavesTheLastGoodCheckpoint) {
-  const fs::path dir = fs::temp_directory_path() / ("motley_cli_fault_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("motley_cli_fault_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string run = (dir / "run.yaml").string();
@@ -34,17 +35,16 @@ train: {global_batch: 4, seq_len: 32, steps: 2, val_every: 0, threads: 1}
   const std::string ckpt = (dir / "ckpt").string();
   const std::string motley = MOTLEY_BINARY;
   auto sh = [&](const std::string& cmd) {
-    const int status = std::system(("/bin/bash -c '" + cmd + "' >" + (dir / "out").string() +
-                                    " 2>" + (dir / "err").string())
-                                       .c_str());
+    const int status = std::system(
+        ("/bin/bash -c '" + cmd + "' >" + (dir / "out").string() + " 2>" + (dir / "err").string())
+            .c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   };
   ASSERT_EQ(sh(motley + " train " + run + " --checkpoint-dir " + ckpt), 0);
   // 64 KiB per file: the metrics-free run writes nothing else, every checkpoint file of the tiny
   // model but the small JSON ones is larger.
-  const int rc =
-      sh("ulimit -f 64; exec " + motley + " train " + run + " --steps 4 --resume --checkpoint-dir " +
-         ckpt);
+  const int rc = sh("ulimit -f 64; exec " + motley + " train " + run +
+                    " --steps 4 --resume --checkpoint-dir " + ckpt);
   const std::string err = motley::ReadFile((dir / "err").string()).value();
   EXPECT_EQ(rc, 1) << err;  // kResourceExhausted
   EXPECT_NE(err.find("File too large"), std::string::npos) << err;

@@ -204,7 +204,8 @@ TEST_F(CliTest, CheckpointResumeAndGenerate) {
 // and perplexity and writes nothing.
 TEST_F(CliTest, CheckpointLifeCycleAndEval) {
   const std::string ckpt = Path("ckpt");
-  const std::string run = Write("run.yaml", TinyRun("  checkpoint: {every_steps: 2, keep_last: 2}\n"));
+  const std::string run =
+      Write("run.yaml", TinyRun("  checkpoint: {every_steps: 2, keep_last: 2}\n"));
   ASSERT_EQ(Run("train " + run + " --steps 4 --checkpoint-dir " + ckpt).exit_code, 0);
   Outcome fresh = Run("train " + run + " --steps 4 --checkpoint-dir " + ckpt);
   EXPECT_EQ(fresh.exit_code, 1) << fresh.err;
@@ -272,8 +273,8 @@ TEST_F(CliTest, OutputsNeverReplaceLinksOrDevices) {
             std::string::npos)
       << dev.err;
   EXPECT_TRUE(std::filesystem::is_character_file(Path("dev")));
-  Outcome metrics = Run("train " + Write("run.yaml", TinyRun("")) + " --steps 1 --metrics " +
-                        Path("dev"));
+  Outcome metrics =
+      Run("train " + Write("run.yaml", TinyRun("")) + " --steps 1 --metrics " + Path("dev"));
   EXPECT_EQ(metrics.exit_code, 2) << metrics.err;
   EXPECT_NE(metrics.err.find("is a character device"), std::string::npos) << metrics.err;
   for (const auto& e : std::filesystem::directory_iterator(dir_)) {  // no temporary file left

@@ -123,8 +123,8 @@ Status WriteFileAtomic(const std::string& path, const std::string& contents) {
   if (Status target = CheckOutputTarget(path); !target.ok()) return fail(target);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
-    return fail(Err(WriteErrorCode(err), "{}: rename to {} failed: {}", tmp, path,
-                    std::strerror(err)));
+    return fail(
+        Err(WriteErrorCode(err), "{}: rename to {} failed: {}", tmp, path, std::strerror(err)));
   }
   const int dir = ::open(FolderOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {  // best effort: the data is already durable, the entry soon will be
@@ -138,8 +138,8 @@ Result<std::FILE*> OpenOutputFile(const std::string& path, bool append) {
   MOTLEY_RETURN_IF_ERROR(CheckOutputTarget(path));
   // O_NOFOLLOW: a link planted after the check fails the open; O_NONBLOCK: a FIFO planted after
   // the check is not waited on (and is refused below).
-  const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-                    (append ? O_APPEND : O_TRUNC);
+  const int flags =
+      O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
   const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) {
     const int err = errno;

@@ -73,7 +73,8 @@ Result<EvalResult> EvaluateCheckpoint(const spec::ModelSpec& model, const spec::
     tokens = std::move(splits.val);
     result.data_source = fmt::format("validation split {}", splits.val_source);
   } else {
-    const std::string format = options.data_format.empty() ? train.data.format : options.data_format;
+    const std::string format =
+        options.data_format.empty() ? train.data.format : options.data_format;
     Result<TokenFormat> parsed = ParseTokenFormat(format);
     if (!parsed.ok()) return parsed.status().WithCode(StatusCode::kInvalidArgument);
     MOTLEY_ASSIGN_OR_RETURN(tokens, ReadTokenFile(options.data_path, *parsed, model.vocab_size));
@@ -88,9 +89,9 @@ Result<EvalResult> EvaluateCheckpoint(const spec::ModelSpec& model, const spec::
 
   backend::SetBlasThreads(std::max(1, options.threads));
   backend::CpuBackend backend(std::max(1, options.threads));
-  MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<model::Stage> stage,
-                          model::Stage::Create(backend, model, model::StageLayout::Full(model), B,
-                                               T, train.seed));
+  MOTLEY_ASSIGN_OR_RETURN(
+      std::unique_ptr<model::Stage> stage,
+      model::Stage::Create(backend, model, model::StageLayout::Full(model), B, T, train.seed));
   MOTLEY_ASSIGN_OR_RETURN(CheckpointReader reader,
                           CheckpointReader::OpenFor(options.checkpoint, model));
   MOTLEY_RETURN_IF_ERROR(reader.LoadIntoStage(backend, stage->params(), /*load_optimizer=*/false));

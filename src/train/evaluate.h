@@ -44,9 +44,9 @@ struct EvalResult {
   int64_t batches = 0;
   int64_t global_batch = 0;
   int64_t seq_len = 0;
-  int64_t tokens = 0;          // batches * B * T
-  std::string data_source;     // the file (and split) evaluated on
-  std::string checkpoint;      // what was loaded (CheckpointReader::Describe)
+  int64_t tokens = 0;       // batches * B * T
+  std::string data_source;  // the file (and split) evaluated on
+  std::string checkpoint;   // what was loaded (CheckpointReader::Describe)
 };
 
 // Loads `options.checkpoint` for `model` (weights only; another model is refused naming the

@@ -29,7 +29,9 @@ ordered_json StepMetricsJson(const StepMetrics& m) {
   return j;
 }
 
-std::string StepMetricsToJson(const StepMetrics& m) { return StepMetricsJson(m).dump(); }
+std::string StepMetricsToJson(const StepMetrics& m) {
+  return StepMetricsJson(m).dump();
+}
 
 std::string IsoTimestampUtc(std::chrono::system_clock::time_point t) {
   const auto ms =
@@ -94,12 +96,13 @@ Result<MetricsWriter> MetricsWriter::Open(const std::string& path,
   return writer;
 }
 
-Status MetricsWriter::Write(const StepMetrics& m) { return WriteLine(StepMetricsJson(m)); }
+Status MetricsWriter::Write(const StepMetrics& m) {
+  return WriteLine(StepMetricsJson(m));
+}
 
 Status MetricsWriter::WriteLine(const ordered_json& line) {
   const std::string timestamp = IsoTimestampUtc(std::chrono::system_clock::now());
-  const double elapsed_s =
-      std::chrono::duration<double>(SteadyClock::now() - start_).count();
+  const double elapsed_s = std::chrono::duration<double>(SteadyClock::now() - start_).count();
   ordered_json out;
   bool stamped = false;
   for (const auto& [key, value] : line.items()) {

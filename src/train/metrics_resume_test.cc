@@ -19,8 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string TempFile(const std::string& name) {
-  return (fs::temp_directory_path() /
-          ("motley_metrics_" + std::to_string(::getpid()) + "_" + name))
+  return (fs::temp_directory_path() / ("motley_metrics_" + std::to_string(::getpid()) + "_" + name))
       .string();
 }
 

@@ -38,8 +38,8 @@ bool IsFailure(const std::string& outcome) {
 Status FailureStatus(const std::string& outcome, const std::string& where) {
   const size_t colon = outcome.find(':');
   const int code = std::atoi(outcome.substr(1, colon - 1).c_str());
-  const bool known = code > static_cast<int>(StatusCode::kOk) &&
-                     code <= static_cast<int>(StatusCode::kInternal);
+  const bool known =
+      code > static_cast<int>(StatusCode::kOk) && code <= static_cast<int>(StatusCode::kInternal);
   return Status::Error(known ? static_cast<StatusCode>(code) : StatusCode::kUnknown,
                        fmt::format("{}: {}", where, outcome.substr(colon + 1)));
 }

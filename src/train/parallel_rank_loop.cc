@@ -144,8 +144,8 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
     MOTLEY_RETURN_IF_ERROR(
         LoadIntoStage(ctx.resume_dir, *backend, state.rank->stage().params(), true).status());
   } else if (!ctx.init_from_dir.empty()) {  // checked against the model by Prepare
-    MOTLEY_RETURN_IF_ERROR(LoadIntoStage(ctx.init_from_dir, *backend,
-                                         state.rank->stage().params(), /*load_optimizer=*/false)
+    MOTLEY_RETURN_IF_ERROR(LoadIntoStage(ctx.init_from_dir, *backend, state.rank->stage().params(),
+                                         /*load_optimizer=*/false)
                                .status()
                                .WithContext("--init-from"));
   }

@@ -89,8 +89,8 @@ struct RunContext {
   int64_t first_step = 1;
   std::string resume_dir;
   std::optional<MetricsResume> metrics_resume;  // set on resume
-  std::string start_note;  // the resume or init-from lines rank 0 prints before training
-  std::string init_from_dir;  // Options::init_from, resolved (weights loaded on every rank)
+  std::string start_note;         // the resume or init-from lines rank 0 prints before training
+  std::string init_from_dir;      // Options::init_from, resolved (weights loaded on every rank)
   bool save_checkpoints = false;  // train.checkpoint.dir is set (parallel_checkpoint.h)
   bool stop_enabled = false;      // a StopSignalGuard is installed
 

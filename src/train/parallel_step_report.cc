@@ -32,9 +32,10 @@ nlohmann::ordered_json MigrationJson(const MigrationRecord& m) {
 // The metrics line of one step (docs/formats/parallel-metrics.md) run under `layout`, with the
 // record of the plan switch that followed it (nullptr: none); the writer adds the timestamp.
 nlohmann::ordered_json MetricsLine(const RunContext& ctx, const WorldLayout& layout, int64_t step,
-                        const parallel::RankStepResult& r, bool loss_spike,
-                        const std::vector<double>& all, double step_time_s, double wall_s,
-                        double virtual_s, const MigrationRecord* migration) {
+                                   const parallel::RankStepResult& r, bool loss_spike,
+                                   const std::vector<double>& all, double step_time_s,
+                                   double wall_s, double virtual_s,
+                                   const MigrationRecord* migration) {
   const int64_t tokens = layout.global_batch() * ctx.run->train.seq_len;
   nlohmann::ordered_json j;
   j["step"] = step;

@@ -32,11 +32,12 @@
 // step's metrics gather; a second SIGINT aborts), pipeline 0's stages each write their files and
 // rank 0 commits; the last `keep_last` are kept. The run life cycle is the serial loop's
 // (trainer.h): a fresh run refuses a folder holding checkpoints unless Options::overwrite,
-// Options::init_from starts from weights, a resume appends to the metrics file. The save goes by messages over the world communicator (parallel_checkpoint.h: the TP
-// rank 0 of a stage receives its group's shards and assembles the whole tensors; the outcome of
-// each phase is agreed by all ranks), so threads and processes share it; under a launcher the
-// writers and rank 0 must see ROOT on one file system. Options::resume loads a checkpoint
-// written under any plan (or serially) into every rank and continues at its step + 1.
+// Options::init_from starts from weights, a resume appends to the metrics file. The save goes by
+// messages over the world communicator (parallel_checkpoint.h: the TP rank 0 of a stage receives
+// its group's shards and assembles the whole tensors; the outcome of each phase is agreed by all
+// ranks), so threads and processes share it; under a launcher the writers and rank 0 must see ROOT
+// on one file system. Options::resume loads a checkpoint written under any plan (or serially) into
+// every rank and continues at its step + 1.
 //
 // Plan switches (DESIGN.md §9; the entry point of the re-plan controller): after each step,
 // rank 0 asks Options::plan_switch (or looks the step up in Options::plan_switches) for a new

@@ -122,7 +122,8 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
                                    reader.Describe()));
   }
   MOTLEY_RETURN_IF_ERROR(PrepareCheckpointDir(
-      train.checkpoint, metrics_resume ? std::optional<int64_t>(metrics_resume->step) : std::nullopt,
+      train.checkpoint,
+      metrics_resume ? std::optional<int64_t>(metrics_resume->step) : std::nullopt,
       options.overwrite, /*may_modify=*/true, options.out));
   summary.first_step = first_step;
   std::optional<StopSignalGuard> stop_guard;
@@ -237,10 +238,9 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
     if (CheckpointDue(train.checkpoint, step, train.steps, stopping)) {
       SaveOptions save;
       save.keep_last = std::max<int64_t>(1, train.checkpoint.keep_last);
-      Result<std::string> saved =
-          SaveCheckpoint(train.checkpoint.dir,
-                         MakeCheckpointMetadata(model, train, step, global_batch, nullptr),
-                         {StageToSave(&backend, &stage->params())}, save);
+      Result<std::string> saved = SaveCheckpoint(
+          train.checkpoint.dir, MakeCheckpointMetadata(model, train, step, global_batch, nullptr),
+          {StageToSave(&backend, &stage->params())}, save);
       if (!saved.ok()) {
         if (progress) progress->Finish();
         return saved.status().WithContext(fmt::format("checkpoint of step {}", step));

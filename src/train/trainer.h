@@ -19,8 +19,9 @@
 //
 // Errors (Result): unreadable or invalid data (naming the file or field), a global batch that the
 // micro-batch count does not divide, an unwritable metrics file, a checkpoint for another model,
-// a refused checkpoint folder, and a non-finite loss or gradient norm (naming the step). Thread safety: one call per thread; it sets OpenBLAS's process-wide
-// thread count to the run's thread count.
+// a refused checkpoint folder, and a non-finite loss or gradient norm (naming the step). Thread
+// safety: one call per thread; it sets OpenBLAS's process-wide thread count to the run's thread
+// count.
 #pragma once
 
 #include <csignal>

@@ -47,17 +47,15 @@ extern "C" void OnStopSignal(int signal) {
 }
 
 // A float as the double of its shortest decimal form (3e-4F is written 0.0003).
-double ShortestDouble(float f) { return std::strtod(fmt::format("{}", f).c_str(), nullptr); }
+double ShortestDouble(float f) {
+  return std::strtod(fmt::format("{}", f).c_str(), nullptr);
+}
 
 nlohmann::json OptimizerToJson(const spec::OptimizerSpec& o) {
-  return {{"lr", ShortestDouble(o.lr)},
-          {"min_lr", ShortestDouble(o.min_lr)},
-          {"warmup_steps", o.warmup_steps},
-          {"weight_decay", ShortestDouble(o.weight_decay)},
-          {"beta1", ShortestDouble(o.beta1)},
-          {"beta2", ShortestDouble(o.beta2)},
-          {"eps", ShortestDouble(o.eps)},
-          {"grad_clip", ShortestDouble(o.grad_clip)}};
+  return {{"lr", ShortestDouble(o.lr)},       {"min_lr", ShortestDouble(o.min_lr)},
+          {"warmup_steps", o.warmup_steps},   {"weight_decay", ShortestDouble(o.weight_decay)},
+          {"beta1", ShortestDouble(o.beta1)}, {"beta2", ShortestDouble(o.beta2)},
+          {"eps", ShortestDouble(o.eps)},     {"grad_clip", ShortestDouble(o.grad_clip)}};
 }
 
 // The recorded optimizer settings (each absent field keeps `base`'s value).
@@ -94,8 +92,8 @@ void DescribeResume(const CheckpointMetadata& md, const spec::TrainSpec& train,
     for (const auto& [key, value] : b.items()) {
       if (key == "steps" || key == "optimizer" || !a.contains(key)) continue;
       if (a[key] != value) {
-        point->differences.push_back(fmt::format("{}{}: {} in the checkpoint's run, {} now",
-                                                 prefix, key, a[key].dump(), value.dump()));
+        point->differences.push_back(fmt::format("{}{}: {} in the checkpoint's run, {} now", prefix,
+                                                 key, a[key].dump(), value.dump()));
       }
     }
   };
@@ -108,18 +106,19 @@ void DescribeResume(const CheckpointMetadata& md, const spec::TrainSpec& train,
   const float lr_next = model::LearningRate(train.optimizer, next, train.steps);
   const std::string schedule = ScheduleText(train.optimizer, train.steps);
   if (!then.contains("steps") || !then["steps"].is_number_integer()) {
-    point->lr_schedule = fmt::format("learning rate: step {} runs at {:.3e} on this run's schedule "
-                                     "({}; the checkpoint does not record its own)",
-                                     next, lr_next, schedule);
+    point->lr_schedule = fmt::format(
+        "learning rate: step {} runs at {:.3e} on this run's schedule "
+        "({}; the checkpoint does not record its own)",
+        next, lr_next, schedule);
     return;
   }
   const int64_t then_steps = then["steps"].get<int64_t>();
-  const spec::OptimizerSpec then_opt =
-      then.contains("optimizer") ? OptimizerFromJson(then["optimizer"], train.optimizer)
-                                 : train.optimizer;
+  const spec::OptimizerSpec then_opt = then.contains("optimizer")
+                                           ? OptimizerFromJson(then["optimizer"], train.optimizer)
+                                           : train.optimizer;
   const float lr_last = model::LearningRate(then_opt, md.step, then_steps);
-  const bool same = then_steps == train.steps && then.value("optimizer", nlohmann::json()) ==
-                                                      now["optimizer"];
+  const bool same =
+      then_steps == train.steps && then.value("optimizer", nlohmann::json()) == now["optimizer"];
   if (same) {
     point->lr_schedule = fmt::format(
         "learning rate: the schedule continues unchanged ({}): step {} ran at {:.3e}, step {} "
@@ -150,7 +149,9 @@ StopSignalGuard::~StopSignalGuard() {
   sigaction(SIGINT, &previous_int_, nullptr);
 }
 
-bool StopRequested() { return g_stop_signal.load(std::memory_order_relaxed) != 0; }
+bool StopRequested() {
+  return g_stop_signal.load(std::memory_order_relaxed) != 0;
+}
 
 const char* StopSignalName() {
   switch (g_stop_signal.load(std::memory_order_relaxed)) {
@@ -161,7 +162,9 @@ const char* StopSignalName() {
   }
 }
 
-void ClearStopRequest() { g_stop_signal.store(0, std::memory_order_relaxed); }
+void ClearStopRequest() {
+  g_stop_signal.store(0, std::memory_order_relaxed);
+}
 
 bool CheckpointDue(const spec::CheckpointSpec& ckpt, int64_t step, int64_t last_step,
                    bool stopping) {
@@ -237,9 +240,8 @@ Status PrepareCheckpointDir(const spec::CheckpointSpec& ckpt, std::optional<int6
     }
   }
   if (!latest && marked.empty() && unmarked.empty()) return Status::Ok();
-  const std::string newest =
-      latest ? CheckpointDirName(*latest)
-             : (!marked.empty() ? marked.back().second : unmarked.front());
+  const std::string newest = latest ? CheckpointDirName(*latest)
+                                    : (!marked.empty() ? marked.back().second : unmarked.front());
   if (!overwrite) {
     return Err(StatusCode::kFailedPrecondition,
                "train.checkpoint.dir: {} already holds checkpoints (newest: {}): a fresh run "

@@ -89,13 +89,13 @@ Status PrepareCheckpointDir(const spec::CheckpointSpec& ckpt, std::optional<int6
 
 // What a resume starts from.
 struct ResumePoint {
-  std::string dir;              // the checkpoint folder
+  std::string dir;  // the checkpoint folder
   CheckpointMetadata metadata;
   // One line per training setting that differs from the run that wrote the checkpoint
   // ("train.optimizer.lr: 0.001 in the checkpoint's run, 0.002 now"); train.steps is not one
   // (raising it is how a run is extended).
   std::vector<std::string> differences;
-  std::string lr_schedule;      // how the learning-rate schedule continues (one line)
+  std::string lr_schedule;  // how the learning-rate schedule continues (one line)
 };
 // Resolves `path` (a checkpoint folder, or a ROOT: its latest complete checkpoint), opens and
 // verifies it for `model` (CheckpointReader::OpenFor: another model is refused naming each

@@ -13,8 +13,8 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <optional>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,9 +74,9 @@ std::string ReadStream(std::FILE* f) {
 
 // The parallel runs' plan: two stages, the second with TP 2.
 spec::Plan TwoStagePlan() {
-  return MakePlan({Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1, 2})}, 4,
-                            3)},
-                  "pp2 tp2");
+  return MakePlan(
+      {Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1, 2})}, 4, 3)},
+      "pp2 tp2");
 }
 
 Outcome RunLoop(bool parallel, const spec::RunFile& run, const RunOptions& o) {
@@ -223,8 +223,8 @@ TEST_P(LifeCycle, AFreshRunIntoAFolderWithCheckpointsIsRefusedUnlessItOverwrites
   Outcome refused = RunLoop(parallel(), run, {});
   ASSERT_FALSE(refused.status.ok());
   EXPECT_EQ(refused.status.code(), StatusCode::kFailedPrecondition);
-  for (const char* part : {"already holds checkpoints (newest: step-00000004)", "--resume",
-                           "--overwrite"}) {
+  for (const char* part :
+       {"already holds checkpoints (newest: step-00000004)", "--resume", "--overwrite"}) {
     EXPECT_NE(refused.status.message().find(part), std::string::npos) << refused.status.message();
   }
   EXPECT_EQ(*train::LatestStep(run.train.checkpoint.dir), 4);  // untouched

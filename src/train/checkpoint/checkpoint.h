@@ -228,7 +228,7 @@ class CheckpointReader {
   std::string dir_;
   CheckpointMetadata metadata_;
   bool tied_ = false;
-  std::vector<std::string> notes_;                     // for Describe
+  std::vector<std::string> notes_;                    // for Describe
   std::map<std::string, std::string> model_map_;      // name -> file
   std::map<std::string, std::string> optimizer_map_;  // name -> file
   std::map<std::string, SafetensorsHeader> headers_;  // file -> header

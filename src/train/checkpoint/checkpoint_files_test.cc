@@ -105,8 +105,7 @@ TEST(CheckpointFiles, TheFileSystemRootAndTheHomeDirectoryAreRefused) {
   fs::create_directories(home);
   fs::create_directory_symlink(home, tmp.path() + "/home-link");
   ::setenv("HOME", home.c_str(), 1);
-  for (const std::string& root : {home, home + "/", tmp.path() + "/home-link",
-                                   home + "/sub/.."}) {
+  for (const std::string& root : {home, home + "/", tmp.path() + "/home-link", home + "/sub/.."}) {
     const Status s = CheckCheckpointRoot(root);
     ASSERT_FALSE(s.ok()) << root;
     EXPECT_NE(s.message().find("home directory"), std::string::npos) << s.message();

@@ -217,8 +217,9 @@ Result<CheckpointReader> CheckpointReader::OpenMotley(const std::string& dir) {
     }
   }
   if (!reader.metadata_.model) {
-    reader.notes_.push_back("no model config record (written by an older motley): tensor names "
-                            "and shapes checked only");
+    reader.notes_.push_back(
+        "no model config record (written by an older motley): tensor names "
+        "and shapes checked only");
   }
   return reader;
 }
@@ -230,10 +231,9 @@ std::vector<std::string> CheckpointReader::TensorNames() const {
 }
 
 std::string CheckpointReader::Describe() const {
-  std::string text =
-      kind_ == Kind::kMotley
-          ? fmt::format("checkpoint {} (step {})", dir_, metadata_.step)
-          : fmt::format("Hugging Face folder {}", dir_);
+  std::string text = kind_ == Kind::kMotley
+                         ? fmt::format("checkpoint {} (step {})", dir_, metadata_.step)
+                         : fmt::format("Hugging Face folder {}", dir_);
   for (const std::string& note : notes_) text += "; " + note;
   return text;
 }
@@ -241,8 +241,8 @@ std::string CheckpointReader::Describe() const {
 Status CheckpointReader::CheckModel(const spec::ModelSpec& model) const {
   if (metadata_.model) {
     MOTLEY_RETURN_IF_ERROR(CompareModelConfigs(
-        *metadata_.model, model,
-        kind_ == Kind::kMotley ? dir_ : dir_ + "/" + kHfConfigFile, kind_ == Kind::kHuggingFace));
+        *metadata_.model, model, kind_ == Kind::kMotley ? dir_ : dir_ + "/" + kHfConfigFile,
+        kind_ == Kind::kHuggingFace));
   }
   std::set<std::string> names;
   for (const model::ParamInfo& info :
@@ -306,9 +306,9 @@ Result<CheckpointReader::Location> CheckpointReader::LocateModel(const std::stri
     if (name == kHead && model_map_.count(kEmbed) > 0) return Locate(model_map_, kEmbed, "");
     if (name == kEmbed && model_map_.count(kHead) > 0) return Locate(model_map_, kHead, "");
   }
-  const std::string index =
-      kind_ == Kind::kHuggingFace ? fmt::format("the safetensors files of {}", dir_)
-                                  : std::string(kModelIndexFile);
+  const std::string index = kind_ == Kind::kHuggingFace
+                                ? fmt::format("the safetensors files of {}", dir_)
+                                : std::string(kModelIndexFile);
   if (kind_ == Kind::kHuggingFace && model_map_.count(name) == 0 && name == kHead) {
     return Err(StatusCode::kInvalidArgument,
                "{}: tensor '{}' is missing and {} does not tie the embeddings "
@@ -349,8 +349,8 @@ Status CheckpointReader::LoadTensor(tensor::Backend& backend, tensor::Tensor& ds
 
 Result<std::vector<float>> CheckpointReader::ReadTensor(const std::string& name) const {
   const bool opt = name.rfind("optimizer.", 0) == 0;
-  MOTLEY_ASSIGN_OR_RETURN(Location loc, opt ? Locate(optimizer_map_, name, kOptimizerIndexFile)
-                                            : LocateModel(name));
+  MOTLEY_ASSIGN_OR_RETURN(
+      Location loc, opt ? Locate(optimizer_map_, name, kOptimizerIndexFile) : LocateModel(name));
   return ReadChecked(name, loc);
 }
 
@@ -384,7 +384,8 @@ Status CheckpointReader::LoadIntoStage(tensor::Backend& backend, model::Paramete
         return Err(StatusCode::kInvalidArgument,
                    "{}: holds no optimizer state ({} missing); load without it or resume from "
                    "another checkpoint",
-                   dir_, kind_ == Kind::kHuggingFace ? "a Hugging Face folder" : kOptimizerIndexFile);
+                   dir_,
+                   kind_ == Kind::kHuggingFace ? "a Hugging Face folder" : kOptimizerIndexFile);
       }
       // Moments a ZeRO-1 set keeps sharded are allocated whole here (parallel/zero1.h).
       if (!p.m.defined()) p.m = backend.Empty(p.value.shape(), tensor::DType::kF32);

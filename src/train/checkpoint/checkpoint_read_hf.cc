@@ -27,7 +27,9 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-bool IsRecomputedBuffer(std::string_view name) { return EndsWith(name, ".rotary_emb.inv_freq"); }
+bool IsRecomputedBuffer(std::string_view name) {
+  return EndsWith(name, ".rotary_emb.inv_freq");
+}
 
 // The files of the folder's index (plain names of existing files), or nullopt without an index.
 Result<std::optional<std::vector<std::string>>> IndexedFiles(
@@ -62,8 +64,8 @@ Result<std::optional<std::vector<std::string>>> IndexedFiles(
     (*weight_map)[name] = file;
     files.insert(file);
   }
-  return std::optional<std::vector<std::string>>(std::vector<std::string>(files.begin(),
-                                                                          files.end()));
+  return std::optional<std::vector<std::string>>(
+      std::vector<std::string>(files.begin(), files.end()));
 }
 
 }  // namespace
@@ -74,9 +76,8 @@ Result<CheckpointReader> CheckpointReader::OpenHuggingFace(const std::string& di
   reader.dir_ = dir;
   const std::string config_path = dir + "/" + kHfConfigFile;
   MOTLEY_ASSIGN_OR_RETURN(std::string config_text, ReadFile(config_path));
-  MOTLEY_ASSIGN_OR_RETURN(
-      HfModelConfig config,
-      ParseHfConfig(config_text, config_path, fs::path(dir).filename().string()));
+  MOTLEY_ASSIGN_OR_RETURN(HfModelConfig config, ParseHfConfig(config_text, config_path,
+                                                              fs::path(dir).filename().string()));
   reader.metadata_.model = config.model;
   reader.tied_ = config.tied;
 
@@ -135,8 +136,7 @@ Result<CheckpointReader> CheckpointReader::OpenHuggingFace(const std::string& di
   }
 
   reader.notes_.push_back(fmt::format("{} safetensors file{}{}", files.size(),
-                                      files.size() == 1 ? "" : "s",
-                                      indexed ? " (indexed)" : ""));
+                                      files.size() == 1 ? "" : "s", indexed ? " (indexed)" : ""));
   std::vector<std::string> converted;
   for (const std::string& d : dtypes) {
     if (d != "F32") converted.push_back(d);
@@ -156,15 +156,17 @@ Result<CheckpointReader> CheckpointReader::OpenHuggingFace(const std::string& di
                       "copied from lm_head.weight; the two train as separate tensors from here "
                       "on");
     } else {
-      reader.notes_.push_back("tie_word_embeddings is set but the folder holds both "
-                              "lm_head.weight and model.embed_tokens.weight: each is loaded as "
-                              "stored (untied)");
+      reader.notes_.push_back(
+          "tie_word_embeddings is set but the folder holds both "
+          "lm_head.weight and model.embed_tokens.weight: each is loaded as "
+          "stored (untied)");
     }
   }
   if (skipped > 0) {
-    reader.notes_.push_back(fmt::format("{} rotary_emb.inv_freq buffer{} skipped (recomputed "
-                                        "from rope_theta)",
-                                        skipped, skipped == 1 ? "" : "s"));
+    reader.notes_.push_back(
+        fmt::format("{} rotary_emb.inv_freq buffer{} skipped (recomputed "
+                    "from rope_theta)",
+                    skipped, skipped == 1 ? "" : "s"));
   }
   return reader;
 }

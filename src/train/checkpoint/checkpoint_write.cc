@@ -293,7 +293,9 @@ Result<std::string> BeginCheckpoint(const std::string& root, int64_t step) {
   return tmp;
 }
 
-void AbortCheckpoint(const std::string& tmp_dir) { RemoveIfMarked(tmp_dir); }
+void AbortCheckpoint(const std::string& tmp_dir) {
+  RemoveIfMarked(tmp_dir);
+}
 
 namespace {
 
@@ -550,9 +552,9 @@ Result<std::string> SaveCheckpoint(const std::string& root, const CheckpointMeta
   for (int s = 0; s < n; ++s) {
     Status ready = phase(fmt::format("stage {}", s));
     Result<StageFiles> files =
-        ready.ok() ? WriteStageFiles(tmp, s, n, stages[static_cast<size_t>(s)],
-                                     options.save_optimizer)
-                   : Result<StageFiles>(ready);
+        ready.ok()
+            ? WriteStageFiles(tmp, s, n, stages[static_cast<size_t>(s)], options.save_optimizer)
+            : Result<StageFiles>(ready);
     if (!files.ok()) {
       AbortCheckpoint(tmp);
       return files.status();

@@ -38,7 +38,8 @@ void WriteHalfFile(const std::string& path, const std::vector<HalfTensor>& tenso
   std::string data;
   for (const HalfTensor& t : tensors) {
     const uint64_t bytes = t.bits.size() * 2;
-    header[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     data.append(reinterpret_cast<const char*>(t.bits.data()), bytes);
     offset += bytes;
   }
@@ -95,7 +96,7 @@ const HalfTensor& Named(const std::vector<HalfTensor>& ts, const std::string& na
 TEST(HfFolder, HalfToFloatIsExact) {
   EXPECT_EQ(HalfToFloat(0x3C00), 1.0F);
   EXPECT_EQ(HalfToFloat(0xC000), -2.0F);
-  EXPECT_EQ(HalfToFloat(0x7BFF), 65504.0F);            // largest normal
+  EXPECT_EQ(HalfToFloat(0x7BFF), 65504.0F);               // largest normal
   EXPECT_EQ(HalfToFloat(0x0400), std::ldexp(1.0F, -14));  // smallest normal
   EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0F, -24));  // smallest subnormal
   EXPECT_EQ(HalfToFloat(0x03FF), std::ldexp(1023.0F, -24));
@@ -139,8 +140,7 @@ TEST(HfFolder, Bf16TiedSingleFileLoadsUntied) {
   ASSERT_FALSE(moments.ok());
   EXPECT_NE(moments.message().find("holds no optimizer state"), std::string::npos);
   // Also through the generic entry points: a folder given where a checkpoint is expected.
-  model::ParameterSet head =
-      testing::MakeSet(be, m, model::StageLayout{0, 0, false, true}, 1);
+  model::ParameterSet head = testing::MakeSet(be, m, model::StageLayout{0, 0, false, true}, 1);
   EXPECT_TRUE(LoadIntoStage(tmp.path(), be, head, false).ok());
 }
 
@@ -159,7 +159,8 @@ TEST(HfFolder, F16ShardsWithAndWithoutAnIndex) {
   for (const HalfTensor& t : a) map[t.name] = "model-00001-of-00002.safetensors";
   for (const HalfTensor& t : b) map[t.name] = "model-00002-of-00002.safetensors";
   const std::string index = tmp.path() + "/" + kModelIndexFile;
-  testing::WriteBytes(index, nlohmann::json{{"metadata", {{"total_size", 1}}}, {"weight_map", map}}.dump());
+  testing::WriteBytes(
+      index, nlohmann::json{{"metadata", {{"total_size", 1}}}, {"weight_map", map}}.dump());
   WriteConfig(tmp.path(), m, /*tied=*/false);
 
   for (const bool with_index : {true, false}) {
@@ -181,8 +182,7 @@ TEST(HfFolder, F16ShardsWithAndWithoutAnIndex) {
   const Status missing = CheckpointReader::Open(tmp.path()).status();
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.code(), StatusCode::kNotFound);
-  EXPECT_NE(missing.message().find("model-00003-of-00003.safetensors: missing"),
-            std::string::npos)
+  EXPECT_NE(missing.message().find("model-00003-of-00003.safetensors: missing"), std::string::npos)
       << missing.message();
 }
 
@@ -247,9 +247,9 @@ TEST(HfFolder, ConfigsMotleyCannotExpressAreRefusedNamingTheField) {
   no_type.erase("model_type");
   EXPECT_FALSE(ParseHfConfig(no_type.dump(), "c.json", "x").ok());
   // LlamaConfig's defaults fill what is absent.
-  nlohmann::ordered_json minimal = {{"model_type", "llama"},      {"hidden_size", 16},
-                                    {"intermediate_size", 32},    {"num_hidden_layers", 4},
-                                    {"num_attention_heads", 4},   {"vocab_size", 32}};
+  nlohmann::ordered_json minimal = {{"model_type", "llama"},    {"hidden_size", 16},
+                                    {"intermediate_size", 32},  {"num_hidden_layers", 4},
+                                    {"num_attention_heads", 4}, {"vocab_size", 32}};
   auto parsed = ParseHfConfig(minimal.dump(), "c.json", "x");
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   EXPECT_EQ(parsed->model.num_kv_heads, 4);

@@ -93,7 +93,12 @@ TEST(ModelCheck, AnotherModelIsRefusedNamingTheFieldAndBothValues) {
   };
   const std::vector<Case> cases = {
       {"num_blocks", [](spec::ModelSpec& m) { m.num_blocks = 3; }, "3", "4"},
-      {"num_heads", [](spec::ModelSpec& m) { m.num_heads = 2; m.num_kv_heads = 2; }, "2", "4"},
+      {"num_heads",
+       [](spec::ModelSpec& m) {
+         m.num_heads = 2;
+         m.num_kv_heads = 2;
+       },
+       "2", "4"},
       {"num_kv_heads", [](spec::ModelSpec& m) { m.num_kv_heads = 4; }, "4", "2"},
       {"ffn_hidden", [](spec::ModelSpec& m) { m.ffn_hidden = 48; }, "48", "32"},
       {"vocab_size", [](spec::ModelSpec& m) { m.vocab_size = 40; }, "40", "32"},

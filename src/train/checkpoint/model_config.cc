@@ -16,7 +16,9 @@ namespace {
 
 // A float as the double of its shortest decimal form, so that 1e-5F is written 1e-05 and not
 // 9.999999747378752e-06 (both read back to the same float).
-double ShortestDouble(float f) { return std::strtod(fmt::format("{}", f).c_str(), nullptr); }
+double ShortestDouble(float f) {
+  return std::strtod(fmt::format("{}", f).c_str(), nullptr);
+}
 
 // One compared field: motley's name, config.json's name, and the value as text.
 struct Field {
@@ -27,12 +29,15 @@ struct Field {
 
 const std::vector<Field>& ComparedFields() {
   static const std::vector<Field> kFields = {
-      {"num_blocks", "num_hidden_layers", [](const auto& m) { return std::to_string(m.num_blocks); }},
+      {"num_blocks", "num_hidden_layers",
+       [](const auto& m) { return std::to_string(m.num_blocks); }},
       {"hidden", "hidden_size", [](const auto& m) { return std::to_string(m.hidden); }},
-      {"num_heads", "num_attention_heads", [](const auto& m) { return std::to_string(m.num_heads); }},
+      {"num_heads", "num_attention_heads",
+       [](const auto& m) { return std::to_string(m.num_heads); }},
       {"num_kv_heads", "num_key_value_heads",
        [](const auto& m) { return std::to_string(m.num_kv_heads); }},
-      {"ffn_hidden", "intermediate_size", [](const auto& m) { return std::to_string(m.ffn_hidden); }},
+      {"ffn_hidden", "intermediate_size",
+       [](const auto& m) { return std::to_string(m.ffn_hidden); }},
       {"vocab_size", "vocab_size", [](const auto& m) { return std::to_string(m.vocab_size); }},
       {"rope_theta", "rope_theta", [](const auto& m) { return fmt::format("{}", m.rope_theta); }},
       {"norm_eps", "rms_norm_eps", [](const auto& m) { return fmt::format("{}", m.norm_eps); }},

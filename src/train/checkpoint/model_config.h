@@ -32,9 +32,9 @@ nlohmann::ordered_json ModelToHfConfig(const spec::ModelSpec& model);
 
 // What a Hugging Face config.json says.
 struct HfModelConfig {
-  spec::ModelSpec model;     // name: `name` given to the parser
-  bool tied = false;         // tie_word_embeddings: lm_head.weight is model.embed_tokens.weight
-  std::string torch_dtype;   // as written ("bfloat16", ...); empty when absent
+  spec::ModelSpec model;    // name: `name` given to the parser
+  bool tied = false;        // tie_word_embeddings: lm_head.weight is model.embed_tokens.weight
+  std::string torch_dtype;  // as written ("bfloat16", ...); empty when absent
 };
 // Parses config.json text (`path` names it in errors). Refuses, naming the field: a model_type
 // other than "llama", architectures without LlamaForCausalLM, hidden_act other than "silu",

@@ -90,7 +90,9 @@ int64_t SafetensorsEntry::numel() const {
   return n;
 }
 
-uint64_t SafetensorsEntry::element_bytes() const { return SafetensorsElementBytes(dtype); }
+uint64_t SafetensorsEntry::element_bytes() const {
+  return SafetensorsElementBytes(dtype);
+}
 
 uint64_t SafetensorsElementBytes(const std::string& dtype) {
   if (dtype == "F32") return 4;
