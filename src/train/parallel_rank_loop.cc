@@ -140,14 +140,11 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
       tensor::HostTensor(tensor::Shape{kGatherFields * world_size}, tensor::DType::kF64);
   const std::vector<int64_t> counts(static_cast<size_t>(world_size), kGatherFields);
   std::vector<TraceEvent>& trace = ctx.traces[static_cast<size_t>(r)];
-  if (!ctx.resume_dir.empty()) {
+  if (ctx.start_from != nullptr) {  // checked against the model by Prepare
     MOTLEY_RETURN_IF_ERROR(
-        LoadIntoStage(ctx.resume_dir, *backend, state.rank->stage().params(), true).status());
-  } else if (!ctx.init_from_dir.empty()) {  // checked against the model by Prepare
-    MOTLEY_RETURN_IF_ERROR(LoadIntoStage(ctx.init_from_dir, *backend, state.rank->stage().params(),
-                                         /*load_optimizer=*/false)
-                               .status()
-                               .WithContext("--init-from"));
+        ctx.start_from
+            ->LoadIntoStage(*backend, state.rank->stage().params(), ctx.start_with_moments)
+            .WithContext(ctx.start_with_moments ? "--resume" : "--init-from"));
   }
   SwitchOptions switch_options;
   switch_options.rank_options = rank_options;

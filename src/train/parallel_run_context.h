@@ -31,6 +31,7 @@
 #include "tensor/tensor.h"
 #include "train/dataset.h"
 #include "train/loss_spike.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/metrics.h"
 #include "train/parallel_trainer.h"
 
@@ -85,9 +86,12 @@ struct RunContext {
   LossSpikeDetector loss_spikes;  // the summary rank's
   Clock::time_point origin;
 
-  // Checkpoints. first_step: 1, or the resumed checkpoint's step + 1 (resume_dir).
+  // Checkpoints. first_step: 1, or the resumed checkpoint's step + 1. start_from: the checkpoint
+  // (or Hugging Face folder) every rank loads before the first step, opened and checked once:
+  // with its AdamW moments on resume, weights only with Options::init_from.
   int64_t first_step = 1;
-  std::string resume_dir;
+  std::shared_ptr<const CheckpointReader> start_from;
+  bool start_with_moments = false;
   std::optional<MetricsResume> metrics_resume;  // set on resume
   std::string start_note;         // the resume or init-from lines rank 0 prints before training
   std::string init_from_dir;      // Options::init_from, resolved (weights loaded on every rank)

@@ -148,15 +148,16 @@ Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
   }
   if (!options.resume.empty()) {
     MOTLEY_ASSIGN_OR_RETURN(ResumePoint point, ResolveResume(options.resume, run.model, train));
-    ctx.resume_dir = point.dir;
+    ctx.start_from = point.reader;
+    ctx.start_with_moments = true;
     ctx.first_step = point.metadata.step + 1;
     ctx.metrics_resume = MetricsResume{point.metadata.step, point.dir};
     ctx.start_note = FormatResume(point);
   } else if (!options.init_from.empty()) {
     MOTLEY_ASSIGN_OR_RETURN(CheckpointReader reader, OpenInitFrom(options.init_from, run.model));
-    ctx.init_from_dir = reader.dir();
     ctx.start_note = fmt::format("initialised from {} (weights only: a fresh optimizer, step 1)\n",
                                  reader.Describe());
+    ctx.start_from = std::make_shared<const CheckpointReader>(std::move(reader));
   }
   // Every process checks the checkpoint folder; only rank 0 changes it (PrepareRankZero).
   MOTLEY_RETURN_IF_ERROR(PrepareCheckpointDir(

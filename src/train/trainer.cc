@@ -108,10 +108,10 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
   std::optional<MetricsResume> metrics_resume;
   if (!options.resume.empty()) {
     MOTLEY_ASSIGN_OR_RETURN(ResumePoint point, ResolveResume(options.resume, model, train));
-    MOTLEY_ASSIGN_OR_RETURN(CheckpointMetadata md,
-                            LoadIntoStage(point.dir, backend, stage->params(), true));
-    first_step = md.step + 1;
-    metrics_resume = MetricsResume{md.step, point.dir};
+    MOTLEY_RETURN_IF_ERROR(point.reader->LoadIntoStage(backend, stage->params(), true)
+                               .WithContext("--resume"));
+    first_step = point.metadata.step + 1;
+    metrics_resume = MetricsResume{point.metadata.step, point.dir};
     Print(options.out, FormatResume(point));
   } else if (!options.init_from.empty()) {
     MOTLEY_ASSIGN_OR_RETURN(CheckpointReader reader, OpenInitFrom(options.init_from, model));

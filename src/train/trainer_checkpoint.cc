@@ -284,8 +284,9 @@ Result<ResumePoint> ResolveResume(const std::string& path, const spec::ModelSpec
                "--init-from",
                reader->dir());
   }
-  ResumePoint point{reader->dir(), reader->metadata(), {}, {}};
-  if (!reader->has_optimizer_state()) {
+  ResumePoint point{reader->dir(), reader->metadata(),
+                    std::make_shared<const CheckpointReader>(std::move(*reader)), {}, {}};
+  if (!point.reader->has_optimizer_state()) {
     return Err(StatusCode::kInvalidArgument,
                "--resume: {}: the checkpoint holds no optimizer state (start from its weights "
                "with --init-from)",

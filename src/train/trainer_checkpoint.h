@@ -21,6 +21,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,6 +92,9 @@ Status PrepareCheckpointDir(const spec::CheckpointSpec& ckpt, std::optional<int6
 struct ResumePoint {
   std::string dir;  // the checkpoint folder
   CheckpointMetadata metadata;
+  // The opened, verified checkpoint, to load from without reading it again (its const methods
+  // may be called from several threads at once: they only read files).
+  std::shared_ptr<const CheckpointReader> reader;
   // One line per training setting that differs from the run that wrote the checkpoint
   // ("train.optimizer.lr: 0.001 in the checkpoint's run, 0.002 now"); train.steps is not one
   // (raising it is how a run is extended).

@@ -168,6 +168,8 @@ Result<std::string> FindLatestCheckpoint(const std::string& root);
 //    the folder; every header is checked, and the index and the files must agree. Step 0, no
 //    optimizer state. With tie_word_embeddings, lm_head.weight is read from
 //    model.embed_tokens.weight (untied: the two are separate tensors from then on).
+// Thread safety: after Open, the const methods only read the folder's files and may be called
+// from several threads at once (every rank of a threads launch loads from one reader).
 class CheckpointReader {
  public:
   enum class Kind : uint8_t { kMotley, kHuggingFace };
