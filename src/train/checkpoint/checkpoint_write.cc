@@ -91,7 +91,7 @@ Result<FileRecord> RecordFromJson(const json& j) {
                       j.at("sha256").get<std::string>(),
                       j.at("tensors").get<std::vector<std::string>>()};
   } catch (const json::exception& e) {
-    return Err("stage files: bad file record: {}", e.what());
+    return Err(StatusCode::kInternal, "stage files: bad file record: {}", e.what());
   }
 }
 
@@ -149,7 +149,7 @@ json StageFilesToJson(const StageFiles& files) {
 Result<StageFiles> StageFilesFromJson(const json& j) {
   if (!j.is_object() || !j.contains("stage") || !j["stage"].is_number_integer() ||
       !j.contains("model")) {
-    return Err("stage files: expected {{\"stage\", \"model\", \"optimizer\"}}, got {}", j.dump());
+    return Err(StatusCode::kInternal, "stage files: expected {{\"stage\", \"model\", \"optimizer\"}}, got {}", j.dump());
   }
   StageFiles files;
   files.stage = j["stage"].get<int>();
@@ -321,10 +321,10 @@ Result<std::vector<float>> WholeTensor(const StageToSave& source, const model::P
     MOTLEY_CHECK(r.backend != nullptr && r.params != nullptr, "StageToSave: null TP rank");
     const model::Parameter* q = r.params->Find(p.name());
     if (q == nullptr || q->info.shard_dim != dim || !(q->info.full_shape == full_shape)) {
-      return Err("tensor '{}': a TP rank's set lacks it or shards it differently", p.name());
+      return Err(StatusCode::kInternal, "tensor '{}': a TP rank's set lacks it or shards it differently", p.name());
     }
     if (!offsets.insert(q->info.shard_offset).second) {
-      return Err("tensor '{}': two TP ranks hold the shard at offset {}", p.name(),
+      return Err(StatusCode::kInternal, "tensor '{}': two TP ranks hold the shard at offset {}", p.name(),
                  q->info.shard_offset);
     }
     const std::vector<float> part = ToHost(*r.backend, q->*member);
@@ -333,7 +333,7 @@ Result<std::vector<float>> WholeTensor(const StageToSave& source, const model::P
   }
   if (covered != full_shape[dim]) {
     return Err(
-        "tensor '{}': the TP shards cover {} of {} along dimension {}: pass every TP "
+        StatusCode::kInternal, "tensor '{}': the TP shards cover {} of {} along dimension {}: pass every TP "
         "rank's set",
         p.name(), covered, full_shape[dim], dim);
   }
@@ -359,7 +359,7 @@ Result<StageFiles> WriteStageFiles(const std::string& tmp_dir, int stage, int nu
     model_views.push_back({p.name(), dims, values.back()});
     if (save_optimizer) {
       if (!p.m.defined() || !p.v.defined()) {
-        return Err("stage {}: the AdamW moments of '{}' are not allocated (a ZeRO-1 set keeps them "
+        return Err(StatusCode::kInternal, "stage {}: the AdamW moments of '{}' are not allocated (a ZeRO-1 set keeps them "
                    "sharded: gather them first, parallel/zero1.h)",
                    stage, p.name());
       }
@@ -405,7 +405,7 @@ Result<std::string> Commit(const std::string& root, const std::string& tmp_dir,
   for (const StageFiles& s : stages) {
     for (const std::string& t : s.model.tensors) {
       if (!seen.insert(t).second) {
-        return Err("{}: tensor '{}' is written by two stages (stage {} repeats it)", tmp_dir, t,
+        return Err(StatusCode::kInternal, "{}: tensor '{}' is written by two stages (stage {} repeats it)", tmp_dir, t,
                    s.stage);
       }
       model_map[t] = s.model.name;
