@@ -29,9 +29,9 @@
 #include "spec/run_file.h"
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/dataset.h"
 #include "train/loss_spike.h"
-#include "train/checkpoint/checkpoint.h"
 #include "train/metrics.h"
 #include "train/parallel_trainer.h"
 

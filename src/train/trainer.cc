@@ -108,8 +108,8 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
   std::optional<MetricsResume> metrics_resume;
   if (!options.resume.empty()) {
     MOTLEY_ASSIGN_OR_RETURN(ResumePoint point, ResolveResume(options.resume, model, train));
-    MOTLEY_RETURN_IF_ERROR(point.reader->LoadIntoStage(backend, stage->params(), true)
-                               .WithContext("--resume"));
+    MOTLEY_RETURN_IF_ERROR(
+        point.reader->LoadIntoStage(backend, stage->params(), true).WithContext("--resume"));
     first_step = point.metadata.step + 1;
     metrics_resume = MetricsResume{point.metadata.step, point.dir};
     Print(options.out, FormatResume(point));

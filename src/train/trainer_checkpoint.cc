@@ -284,8 +284,11 @@ Result<ResumePoint> ResolveResume(const std::string& path, const spec::ModelSpec
                "--init-from",
                reader->dir());
   }
-  ResumePoint point{reader->dir(), reader->metadata(),
-                    std::make_shared<const CheckpointReader>(std::move(*reader)), {}, {}};
+  ResumePoint point{reader->dir(),
+                    reader->metadata(),
+                    std::make_shared<const CheckpointReader>(std::move(*reader)),
+                    {},
+                    {}};
   if (!point.reader->has_optimizer_state()) {
     return Err(StatusCode::kInvalidArgument,
                "--resume: {}: the checkpoint holds no optimizer state (start from its weights "

@@ -46,11 +46,14 @@ Result<std::map<std::string, std::string>> ReadIndex(const std::string& dir, con
   const std::string path = dir + "/" + file;
   MOTLEY_ASSIGN_OR_RETURN(json index, ReadJson(path, "the index"));
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
-    return Err(StatusCode::kInvalidArgument, "{}: field 'weight_map' is missing or not an object", path);
+    return Err(StatusCode::kInvalidArgument, "{}: field 'weight_map' is missing or not an object",
+               path);
   }
   std::map<std::string, std::string> map;
   for (const auto& [name, target] : index["weight_map"].items()) {
-    if (!target.is_string()) return Err(StatusCode::kInvalidArgument, "{}: weight_map['{}'] is not a file name", path, name);
+    if (!target.is_string())
+      return Err(StatusCode::kInvalidArgument, "{}: weight_map['{}'] is not a file name", path,
+                 name);
     const std::string target_file = target.get<std::string>();
     if (!files.contains(target_file) || !EndsWith(target_file, ".safetensors")) {
       return Err(
@@ -133,11 +136,13 @@ Result<CheckpointReader> CheckpointReader::OpenMotley(const std::string& dir) {
   json files;
   try {
     if (sidecar.at("format").get<std::string>() != "motley-checkpoint") {
-      return Err(StatusCode::kInvalidArgument, "{}: field 'format' is not \"motley-checkpoint\"", sidecar_path);
+      return Err(StatusCode::kInvalidArgument, "{}: field 'format' is not \"motley-checkpoint\"",
+                 sidecar_path);
     }
     const int version = sidecar.at("version").get<int>();
     if (version != 1 && version != 2) {
-      return Err(StatusCode::kInvalidArgument, "{}: field 'version' {} is not supported (1 and 2 are)", sidecar_path,
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: field 'version' {} is not supported (1 and 2 are)", sidecar_path,
                  sidecar["version"].dump());
     }
     CheckpointMetadata& m = reader.metadata_;
@@ -152,36 +157,43 @@ Result<CheckpointReader> CheckpointReader::OpenMotley(const std::string& dir) {
     }
     if (sidecar.contains("train") && sidecar["train"].is_object()) m.train = sidecar["train"];
     files = sidecar.at("files");
-    if (!files.is_object()) return Err(StatusCode::kInvalidArgument, "{}: field 'files' is not an object", sidecar_path);
+    if (!files.is_object())
+      return Err(StatusCode::kInvalidArgument, "{}: field 'files' is not an object", sidecar_path);
     for (const auto& [name, rec] : files.items()) {
       (void)rec.at("bytes").get<uint64_t>();
       (void)rec.at("sha256").get<std::string>();
     }
   } catch (const json::exception& e) {
-    return Err(StatusCode::kInvalidArgument, "{}: missing or mistyped field: {}", sidecar_path, e.what());
+    return Err(StatusCode::kInvalidArgument, "{}: missing or mistyped field: {}", sidecar_path,
+               e.what());
   }
   if (!files.contains(kModelIndexFile)) {
-    return Err(StatusCode::kInvalidArgument, "{}: field 'files' does not list {}", sidecar_path, kModelIndexFile);
+    return Err(StatusCode::kInvalidArgument, "{}: field 'files' does not list {}", sidecar_path,
+               kModelIndexFile);
   }
 
   // Every file: present, of the recorded size, with the recorded SHA-256.
   for (const auto& [name, rec] : files.items()) {
     const std::string file = dir + "/" + name;
     if (name.find('/') != std::string::npos || name == kSidecarFile) {
-      return Err(StatusCode::kInvalidArgument, "{}: files: '{}' is not a plain file name of the checkpoint", sidecar_path, name);
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: files: '{}' is not a plain file name of the checkpoint", sidecar_path, name);
     }
     if (!fs::is_regular_file(file, ec)) {
-      return Err(StatusCode::kNotFound, "{}: missing (the sidecar lists it): the checkpoint is incomplete", file);
+      return Err(StatusCode::kNotFound,
+                 "{}: missing (the sidecar lists it): the checkpoint is incomplete", file);
     }
     const uint64_t size = fs::file_size(file, ec);
     const auto want = rec["bytes"].get<uint64_t>();
     if (ec || size != want) {
-      return Err(StatusCode::kInvalidArgument, "{}: {} bytes, the sidecar records {} (truncated or overwritten)", file, size,
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: {} bytes, the sidecar records {} (truncated or overwritten)", file, size,
                  want);
     }
     MOTLEY_ASSIGN_OR_RETURN(std::string sha, Sha256OfFile(file));
     if (sha != rec["sha256"].get<std::string>()) {
-      return Err(StatusCode::kInvalidArgument, "{}: SHA-256 mismatch: file has {}, the sidecar records {} (corrupted)", file, sha,
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: SHA-256 mismatch: file has {}, the sidecar records {} (corrupted)", file, sha,
                  rec["sha256"].get<std::string>());
     }
     if (EndsWith(name, ".safetensors")) {
@@ -198,7 +210,8 @@ Result<CheckpointReader> CheckpointReader::OpenMotley(const std::string& dir) {
   for (const auto* map : {&reader.model_map_, &reader.optimizer_map_}) {
     for (const auto& [name, file] : *map) {
       if (reader.headers_.at(file).Find(name) == nullptr) {
-        return Err(StatusCode::kInvalidArgument, "{}/{}: the index maps tensor '{}' to this file, which does not hold it", dir,
+        return Err(StatusCode::kInvalidArgument,
+                   "{}/{}: the index maps tensor '{}' to this file, which does not hold it", dir,
                    file, name);
       }
     }

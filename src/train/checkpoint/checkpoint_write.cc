@@ -149,7 +149,8 @@ json StageFilesToJson(const StageFiles& files) {
 Result<StageFiles> StageFilesFromJson(const json& j) {
   if (!j.is_object() || !j.contains("stage") || !j["stage"].is_number_integer() ||
       !j.contains("model")) {
-    return Err(StatusCode::kInternal, "stage files: expected {{\"stage\", \"model\", \"optimizer\"}}, got {}", j.dump());
+    return Err(StatusCode::kInternal,
+               "stage files: expected {{\"stage\", \"model\", \"optimizer\"}}, got {}", j.dump());
   }
   StageFiles files;
   files.stage = j["stage"].get<int>();
@@ -321,21 +322,22 @@ Result<std::vector<float>> WholeTensor(const StageToSave& source, const model::P
     MOTLEY_CHECK(r.backend != nullptr && r.params != nullptr, "StageToSave: null TP rank");
     const model::Parameter* q = r.params->Find(p.name());
     if (q == nullptr || q->info.shard_dim != dim || !(q->info.full_shape == full_shape)) {
-      return Err(StatusCode::kInternal, "tensor '{}': a TP rank's set lacks it or shards it differently", p.name());
+      return Err(StatusCode::kInternal,
+                 "tensor '{}': a TP rank's set lacks it or shards it differently", p.name());
     }
     if (!offsets.insert(q->info.shard_offset).second) {
-      return Err(StatusCode::kInternal, "tensor '{}': two TP ranks hold the shard at offset {}", p.name(),
-                 q->info.shard_offset);
+      return Err(StatusCode::kInternal, "tensor '{}': two TP ranks hold the shard at offset {}",
+                 p.name(), q->info.shard_offset);
     }
     const std::vector<float> part = ToHost(*r.backend, q->*member);
     PlaceSlice(full, full_shape, dim, q->info.shard_offset, part, q->info.shape);
     covered += q->info.shape[dim];
   }
   if (covered != full_shape[dim]) {
-    return Err(
-        StatusCode::kInternal, "tensor '{}': the TP shards cover {} of {} along dimension {}: pass every TP "
-        "rank's set",
-        p.name(), covered, full_shape[dim], dim);
+    return Err(StatusCode::kInternal,
+               "tensor '{}': the TP shards cover {} of {} along dimension {}: pass every TP "
+               "rank's set",
+               p.name(), covered, full_shape[dim], dim);
   }
   return full;
 }
@@ -359,7 +361,8 @@ Result<StageFiles> WriteStageFiles(const std::string& tmp_dir, int stage, int nu
     model_views.push_back({p.name(), dims, values.back()});
     if (save_optimizer) {
       if (!p.m.defined() || !p.v.defined()) {
-        return Err(StatusCode::kInternal, "stage {}: the AdamW moments of '{}' are not allocated (a ZeRO-1 set keeps them "
+        return Err(StatusCode::kInternal,
+                   "stage {}: the AdamW moments of '{}' are not allocated (a ZeRO-1 set keeps them "
                    "sharded: gather them first, parallel/zero1.h)",
                    stage, p.name());
       }
@@ -405,7 +408,8 @@ Result<std::string> Commit(const std::string& root, const std::string& tmp_dir,
   for (const StageFiles& s : stages) {
     for (const std::string& t : s.model.tensors) {
       if (!seen.insert(t).second) {
-        return Err(StatusCode::kInternal, "{}: tensor '{}' is written by two stages (stage {} repeats it)", tmp_dir, t,
+        return Err(StatusCode::kInternal,
+                   "{}: tensor '{}' is written by two stages (stage {} repeats it)", tmp_dir, t,
                    s.stage);
       }
       model_map[t] = s.model.name;

@@ -50,34 +50,40 @@ Result<SafetensorsEntry> ParseEntry(const std::string& path, const std::string& 
   const std::string where = fmt::format("{}: header: tensor '{}'", path, name);
   if (!e.is_object()) return Err(StatusCode::kInvalidArgument, "{}: entry is not an object", where);
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
-    if (!e.contains(field)) return Err(StatusCode::kInvalidArgument, "{}: field '{}' is missing", where, field);
+    if (!e.contains(field))
+      return Err(StatusCode::kInvalidArgument, "{}: field '{}' is missing", where, field);
   }
   SafetensorsEntry entry;
   entry.name = name;
-  if (!e["dtype"].is_string()) return Err(StatusCode::kInvalidArgument, "{}: field 'dtype' is not a string", where);
+  if (!e["dtype"].is_string())
+    return Err(StatusCode::kInvalidArgument, "{}: field 'dtype' is not a string", where);
   entry.dtype = e["dtype"].get<std::string>();
   if (SafetensorsElementBytes(entry.dtype) == 0) {
     return Err(StatusCode::kInvalidArgument,
                "{}: dtype '{}' is not supported (motley reads F32, BF16 and F16)", where,
                entry.dtype);
   }
-  if (!e["shape"].is_array()) return Err(StatusCode::kInvalidArgument, "{}: field 'shape' is not an array", where);
+  if (!e["shape"].is_array())
+    return Err(StatusCode::kInvalidArgument, "{}: field 'shape' is not an array", where);
   for (const json& d : e["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0) {
-      return Err(StatusCode::kInvalidArgument, "{}: field 'shape' holds '{}', not a non-negative integer", where, d.dump());
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: field 'shape' holds '{}', not a non-negative integer", where, d.dump());
     }
     entry.shape.push_back(d.get<int64_t>());
   }
   const json& off = e["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
       !off[1].is_number_unsigned()) {
-    return Err(StatusCode::kInvalidArgument, "{}: field 'data_offsets' must be two non-negative integers, got {}", where,
+    return Err(StatusCode::kInvalidArgument,
+               "{}: field 'data_offsets' must be two non-negative integers, got {}", where,
                off.dump());
   }
   entry.begin = off[0].get<uint64_t>();
   entry.end = off[1].get<uint64_t>();
   if (entry.end < entry.begin) {
-    return Err(StatusCode::kInvalidArgument, "{}: data_offsets [{}, {}] are reversed", where, entry.begin, entry.end);
+    return Err(StatusCode::kInvalidArgument, "{}: data_offsets [{}, {}] are reversed", where,
+               entry.begin, entry.end);
   }
   return entry;
 }
@@ -190,7 +196,8 @@ Result<WrittenFile> WriteSafetensors(const std::string& path,
 Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& path, const std::string& prefix,
                                                  uint64_t file_size) {
   if (file_size < 8 || prefix.size() < 8) {
-    return Err(StatusCode::kInvalidArgument, "{}: truncated: the file is {} bytes, shorter than the 8-byte header length", path,
+    return Err(StatusCode::kInvalidArgument,
+               "{}: truncated: the file is {} bytes, shorter than the 8-byte header length", path,
                file_size);
   }
   uint64_t header_len = 0;
@@ -198,10 +205,12 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& path, const 
     header_len |= uint64_t{static_cast<unsigned char>(prefix[static_cast<size_t>(i)])} << (8 * i);
   }
   if (header_len == 0 || header_len > kMaxHeaderBytes || header_len > file_size - 8) {
-    return Err(StatusCode::kInvalidArgument, "{}: malformed header: header length {} does not fit the file of {} bytes", path,
+    return Err(StatusCode::kInvalidArgument,
+               "{}: malformed header: header length {} does not fit the file of {} bytes", path,
                header_len, file_size);
   }
-  if (prefix.size() < 8 + header_len) return Err(StatusCode::kInvalidArgument, "{}: truncated header", path);
+  if (prefix.size() < 8 + header_len)
+    return Err(StatusCode::kInvalidArgument, "{}: truncated header", path);
   json header;
   try {
     header = json::parse(prefix.begin() + 8,
@@ -209,7 +218,8 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& path, const 
   } catch (const json::exception& e) {
     return Err(StatusCode::kInvalidArgument, "{}: header is not valid JSON: {}", path, e.what());
   }
-  if (!header.is_object()) return Err(StatusCode::kInvalidArgument, "{}: header is not a JSON object", path);
+  if (!header.is_object())
+    return Err(StatusCode::kInvalidArgument, "{}: header is not a JSON object", path);
 
   SafetensorsHeader out;
   out.data_start = 8 + header_len;
@@ -217,10 +227,13 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& path, const 
   const uint64_t data_size = file_size - out.data_start;
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {
-      if (!value.is_object()) return Err(StatusCode::kInvalidArgument, "{}: header: '__metadata__' is not an object", path);
+      if (!value.is_object())
+        return Err(StatusCode::kInvalidArgument, "{}: header: '__metadata__' is not an object",
+                   path);
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string()) {
-          return Err(StatusCode::kInvalidArgument, "{}: header: __metadata__ '{}' is not a string", path, mk);
+          return Err(StatusCode::kInvalidArgument, "{}: header: __metadata__ '{}' is not a string",
+                     path, mk);
         }
         out.metadata[mk] = mv.get<std::string>();
       }
@@ -250,18 +263,21 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& path, const 
   for (size_t i = 0; i < out.tensors.size(); ++i) {
     const SafetensorsEntry& e = out.tensors[i];
     if (i > 0 && e.begin < covered) {
-      return Err(StatusCode::kInvalidArgument, "{}: tensors '{}' and '{}' overlap (bytes [{}, {}) and [{}, {}))", path,
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: tensors '{}' and '{}' overlap (bytes [{}, {}) and [{}, {}))", path,
                  out.tensors[i - 1].name, e.name, out.tensors[i - 1].begin, covered, e.begin,
                  e.end);
     }
     if (e.begin > covered) {
-      return Err(StatusCode::kInvalidArgument, "{}: hole in the data: bytes [{}, {}) before tensor '{}' belong to no tensor",
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: hole in the data: bytes [{}, {}) before tensor '{}' belong to no tensor",
                  path, covered, e.begin, e.name);
     }
     covered = e.end;
   }
   if (covered != data_size) {
-    return Err(StatusCode::kInvalidArgument, "{}: {} trailing data bytes after the last tensor belong to no tensor", path,
+    return Err(StatusCode::kInvalidArgument,
+               "{}: {} trailing data bytes after the last tensor belong to no tensor", path,
                data_size - covered);
   }
   return out;
@@ -297,7 +313,8 @@ Status ReadSafetensorsTensor(const std::string& path, const SafetensorsHeader& h
   auto read = [&](void* dst, size_t bytes) -> Status {
     in.read(static_cast<char*>(dst), static_cast<std::streamsize>(bytes));
     if (!in || static_cast<size_t>(in.gcount()) != bytes) {
-      return Err(StatusCode::kInvalidArgument, "{}: tensor '{}': short read (the file changed or is truncated)", path,
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: tensor '{}': short read (the file changed or is truncated)", path,
                  entry.name);
     }
     return Status::Ok();
