@@ -217,6 +217,10 @@ TEST_F(CliTest, CheckpointLifeCycleAndEval) {
       << over.out;
   EXPECT_FALSE(std::filesystem::exists(ckpt + "/step-00000004"));
   EXPECT_EQ(Run("train " + run + " --resume --overwrite --checkpoint-dir " + ckpt).exit_code, 2);
+  Outcome root = Run("train " + run + " --steps 1 --checkpoint-dir /");
+  EXPECT_EQ(root.exit_code, 2);
+  EXPECT_NE(root.err.find("the file-system root cannot be a checkpoint folder"), std::string::npos)
+      << root.err;
 
   Outcome eval = Run("eval " + run + " --checkpoint " + ckpt + " --batches 2");
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
