@@ -13,6 +13,16 @@ if ! python3 -c 'import safetensors, numpy' > /dev/null 2>&1; then
     > /dev/null 2>&1 \
     || echo "test.sh: python safetensors not installed; its checkpoint test will skip"
 fi
+# Test-time tools of the Hugging Face interop test (motley_hf_interop_test): Debian's python3-torch
+# and a virtual environment with transformers==4.40.2, safetensors and numpy<2 from PyPI. Without
+# them that test reports skipped; under CI=true a failed install fails the run.
+if ! bash scripts/install_hf_test_tools.sh build/hf-venv; then
+  if [ "${CI:-}" = "true" ]; then
+    echo "test.sh: the Hugging Face test tools could not be installed (CI=true: failing)"
+    exit 1
+  fi
+  echo "test.sh: the Hugging Face test tools could not be installed; motley_hf_interop_test will skip"
+fi
 jobs=$(nproc)
 
 echo "== layering check"

@@ -2,12 +2,19 @@
 // name the file and the field, a short training run writing metrics, and the schedule printout.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
 #include "motley_source_dir.h"
@@ -189,6 +196,131 @@ TEST_F(CliTest, CheckpointResumeAndGenerate) {
   Outcome bad = Run("generate " + run + " --checkpoint " + Path("nope") + " --prompt x");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("nope"), std::string::npos) << bad.err;
+}
+
+// The checkpoint life cycle through the binary: a fresh run into a folder with checkpoints is
+// refused (exit 1) unless --overwrite; a checkpoint of another model (3 blocks into the 2-block
+// tiny model) is refused by --resume, generate and eval naming the field; eval prints the loss
+// and perplexity and writes nothing.
+TEST_F(CliTest, CheckpointLifeCycleAndEval) {
+  const std::string ckpt = Path("ckpt");
+  const std::string run =
+      Write("run.yaml", TinyRun("  checkpoint: {every_steps: 2, keep_last: 2}\n"));
+  ASSERT_EQ(Run("train " + run + " --steps 4 --checkpoint-dir " + ckpt).exit_code, 0);
+  Outcome fresh = Run("train " + run + " --steps 4 --checkpoint-dir " + ckpt);
+  EXPECT_EQ(fresh.exit_code, 1) << fresh.err;
+  EXPECT_NE(fresh.err.find("already holds checkpoints"), std::string::npos) << fresh.err;
+  EXPECT_NE(fresh.err.find("--overwrite"), std::string::npos) << fresh.err;
+  Outcome over = Run("train " + run + " --steps 2 --checkpoint-dir " + ckpt + " --overwrite");
+  ASSERT_EQ(over.exit_code, 0) << over.err;
+  EXPECT_NE(over.out.find("--overwrite: removed 2 checkpoint folder(s)"), std::string::npos)
+      << over.out;
+  EXPECT_FALSE(std::filesystem::exists(ckpt + "/step-00000004"));
+  EXPECT_EQ(Run("train " + run + " --resume --overwrite --checkpoint-dir " + ckpt).exit_code, 2);
+  Outcome root = Run("train " + run + " --steps 1 --checkpoint-dir /");
+  EXPECT_EQ(root.exit_code, 2);
+  EXPECT_NE(root.err.find("the file-system root cannot be a checkpoint folder"), std::string::npos)
+      << root.err;
+
+  Outcome eval = Run("eval " + run + " --checkpoint " + ckpt + " --batches 2");
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  EXPECT_NE(eval.out.find("checkpoint: checkpoint " + ckpt + "/step-00000002 (step 2)"),
+            std::string::npos)
+      << eval.out;
+  EXPECT_NE(eval.out.find("2 batch(es) of 4 x 32 tokens (256 tokens)"), std::string::npos)
+      << eval.out;
+  EXPECT_NE(eval.out.find("perplexity"), std::string::npos) << eval.out;
+  Outcome json = Run("eval " + run + " --checkpoint " + ckpt + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_NEAR(j["perplexity"].get<double>(), std::exp(j["loss"].get<double>()), 1e-9);
+  EXPECT_EQ(Run("eval " + run + " --checkpoint " + Path("nowhere")).exit_code, 2);
+  EXPECT_NE(Run("eval --help").out.find("Example: motley eval"), std::string::npos);
+
+  // A 3-block model's checkpoint.
+  std::string deep_text = TinyRun("");
+  deep_text.replace(deep_text.find("model: tiny"), 11, "model: {preset: tiny, num_blocks: 3}");
+  const std::string deep = Write("deep.yaml", deep_text);
+  ASSERT_EQ(Run("train " + deep + " --steps 2 --checkpoint-dir " + Path("deep")).exit_code, 0);
+  const std::string field = "model.num_blocks: 3 in the checkpoint, 2 in the run's model";
+  Outcome resume = Run("train " + run + " --steps 6 --resume --checkpoint-dir " + Path("deep"));
+  EXPECT_EQ(resume.exit_code, 2) << resume.err;
+  EXPECT_NE(resume.err.find(field), std::string::npos) << resume.err;
+  for (const std::string& cmd : {"generate " + run + " --prompt x --checkpoint " + Path("deep"),
+                                 "eval " + run + " --checkpoint " + Path("deep"),
+                                 "train " + run + " --init-from " + Path("deep")}) {
+    Outcome o = Run(cmd);
+    EXPECT_EQ(o.exit_code, 2) << cmd << "\n" << o.err;
+    EXPECT_NE(o.err.find(field), std::string::npos) << cmd << "\n" << o.err;
+  }
+}
+
+// -o targets that are not regular files (a symbolic link, a device node made with mknod inside
+// the test's folder) are left untouched with an error naming what they are (exit 2).
+TEST_F(CliTest, OutputsNeverReplaceLinksOrDevices) {
+  const std::string run = std::string(MOTLEY_SOURCE_DIR) + "/examples/runs/tiny.yaml";
+  const std::string victim = Write("victim.json", "precious");
+  std::filesystem::create_symlink(victim, Path("link.json"));
+  Outcome link = Run("plan " + run + " -o " + Path("link.json"));
+  EXPECT_EQ(link.exit_code, 2) << link.err;
+  EXPECT_NE(link.err.find(Path("link.json") + ": is a symbolic link, not a regular file"),
+            std::string::npos)
+      << link.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(Path("link.json")));
+  EXPECT_EQ(motley::ReadFile(victim).value(), "precious");
+  if (::mknod(Path("dev").c_str(), S_IFCHR | 0644, makedev(1, 3)) != 0) {
+    GTEST_SKIP() << "mknod needs CAP_MKNOD here";
+  }
+  Outcome dev = Run("plan " + run + " -o " + Path("dev"));
+  EXPECT_EQ(dev.exit_code, 2) << dev.err;
+  EXPECT_NE(dev.err.find(Path("dev") + ": is a character device, not a regular file"),
+            std::string::npos)
+      << dev.err;
+  EXPECT_TRUE(std::filesystem::is_character_file(Path("dev")));
+  Outcome metrics =
+      Run("train " + Write("run.yaml", TinyRun("")) + " --steps 1 --metrics " + Path("dev"));
+  EXPECT_EQ(metrics.exit_code, 2) << metrics.err;
+  EXPECT_NE(metrics.err.find("is a character device"), std::string::npos) << metrics.err;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {  // no temporary file left
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+}
+
+// A real SIGINT to a running `motley train`: it stops at the end of the step after saving a
+// checkpoint and exits 0.
+TEST_F(CliTest, SigintSavesAndStops) {
+  const std::string run = Write("run.yaml", TinyRun(""));
+  const std::string metrics = Path("m.jsonl");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = "exec " + std::string(MOTLEY_BINARY) + " train " + run +
+                            " --steps 1000000 --metrics " + metrics + " --checkpoint-dir " +
+                            Path("ckpt") + " >" + Path("stdout") + " 2>" + Path("stderr");
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until training runs (a metrics line is written), polling; not a time limit on motley.
+  bool training = false;
+  for (int i = 0; i < 6000 && !training; ++i) {
+    auto text = motley::ReadFile(metrics);
+    training = text.ok() && text->find('\n') != std::string::npos;
+    if (!training) ::usleep(20000);
+  }
+  ASSERT_TRUE(training) << "motley train did not start: " << Path("stderr");
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const std::string out = motley::ReadFile(Path("stdout")).value();
+  const std::string err = motley::ReadFile(Path("stderr")).value();
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << err;
+  EXPECT_NE(out.find("stopped on SIGINT after saving"), std::string::npos) << out;
+  EXPECT_NE(err.find("SIGINT: stopping at the end of this step"), std::string::npos) << err;
+  auto latest = motley::ReadFile(Path("ckpt") + "/latest");
+  ASSERT_TRUE(latest.ok()) << out;
+  Outcome eval = Run("eval " + run + " --checkpoint " + Path("ckpt"));
+  EXPECT_EQ(eval.exit_code, 0) << eval.err;
 }
 
 // --plan with --compare on the shipped emulated cluster: both runs and the side-by-side table.

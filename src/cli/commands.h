@@ -13,6 +13,8 @@ namespace motley::cli {
 void AddTrainCommand(CLI::App& app, int& exit_code);
 // motley generate RUN.yaml --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T]
 void AddGenerateCommand(CLI::App& app, int& exit_code);
+// motley eval RUN.yaml --checkpoint DIR [--data FILE] [--batches N] [--json]
+void AddEvalCommand(CLI::App& app, int& exit_code);
 // motley validate RUN.yaml [--plan PLAN.json]
 void AddValidateCommand(CLI::App& app, int& exit_code);
 // motley schedule --stages P --micro-batches M [--kind 1f1b|gpipe]

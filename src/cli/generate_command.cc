@@ -1,8 +1,8 @@
 // `motley generate RUN.yaml --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T]
-// [--seed S] [--threads N]`: samples text from a checkpoint (any plan wrote it) with the run
-// file's model (src/train/generate.h). The text (prompt + sampled bytes) goes to stdout; errors
-// (unreadable run file, a checkpoint that does not verify or does not match the model) to stderr
-// with exit code 1.
+// [--seed S] [--threads N]`: samples text from a checkpoint (any plan wrote it) or a Hugging Face
+// folder with the run file's model (src/train/generate.h). The text (prompt + sampled bytes) goes
+// to stdout, the load message to stderr; errors (unreadable run file, a checkpoint that does not
+// verify or is for another model) to stderr with the exit code of their StatusCode.
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -40,11 +40,13 @@ int RunGenerate(const GenerateArgs& args) {
   options.temperature = args.temperature;
   options.seed = args.seed;
   const int threads = train::ResolveThreads(args.threads > 0 ? args.threads : run->train.threads);
+  std::string loaded;
   Result<std::string> text =
-      train::GenerateFromCheckpoint(run->model, args.checkpoint, options, threads);
+      train::GenerateFromCheckpoint(run->model, args.checkpoint, options, threads, &loaded);
   if (!text.ok()) {
     return Fail("generate", text.status());
   }
+  fmt::print(stderr, "motley generate: loaded {}\n", loaded);  // stdout holds only the text
   fmt::print("{}\n", *text);
   return 0;
 }
@@ -61,7 +63,8 @@ void AddGenerateCommand(CLI::App& app, int& exit_code) {
       ->type_name("RUN.yaml")
       ->required();
   cmd->add_option("--checkpoint", args->checkpoint,
-                  "A checkpoint folder (step-N) or a checkpoint root (its latest checkpoint)")
+                  "A checkpoint folder (step-N), a checkpoint root (its latest checkpoint), or a "
+                  "Hugging Face folder (config.json + safetensors)")
       ->type_name("DIR")
       ->required();
   cmd->add_option("--prompt", args->prompt, "Text to continue (non-empty)")

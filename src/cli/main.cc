@@ -2,6 +2,7 @@
 // sched, ...) and the runtime half (backends, model, train). Subcommands live in *_command.cc.
 // Expected errors are Status values printed by each command (stderr, exit code 1); the catch here
 // is only a last resort for a bug that escaped as an exception.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -14,6 +15,9 @@
 
 int main(int argc, char** argv) {
   motley::backend::ConfigureCpuRuntime(argv);  // before any thread starts (cpu_runtime_env.h)
+  // A file-size limit (ulimit -f) makes a write fail with EFBIG, reported as a full disk, instead
+  // of killing the process mid-save (SIGXFSZ's default), so a failed save can clean up.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     CLI::App app{"motley: train Llama-style language models on heterogeneous clusters", "motley"};
     app.require_subcommand(1);
@@ -21,6 +25,7 @@ int main(int argc, char** argv) {
     int exit_code = 0;
     motley::cli::AddTrainCommand(app, exit_code);
     motley::cli::AddGenerateCommand(app, exit_code);
+    motley::cli::AddEvalCommand(app, exit_code);
     motley::cli::AddValidateCommand(app, exit_code);
     motley::cli::AddScheduleCommand(app, exit_code);
     motley::cli::AddProfileCommand(app, exit_code);

@@ -53,6 +53,8 @@ struct TrainArgs {
   std::string compare_path;
   std::string checkpoint_dir;
   bool resume = false;
+  bool overwrite = false;
+  std::string init_from;
   bool replan = false;
   std::string inject_path;
   bool cuda_bf16 = false;
@@ -81,11 +83,27 @@ Result<spec::Plan> AutoPlan(const spec::RunFile& run, bool print) {
   return plan;
 }
 
-// The --resume source: train.checkpoint.dir (after --checkpoint-dir), or an error.
+// The --resume source: train.checkpoint.dir (after --checkpoint-dir), or an error; and the checks
+// of --init-from and --overwrite against it.
 Result<std::string> ResumeSource(const TrainArgs& args, const spec::TrainSpec& train) {
+  if (args.resume && !args.init_from.empty()) {
+    return Err(StatusCode::kInvalidArgument,
+               "--resume and --init-from exclude each other (--resume continues a run with its "
+               "optimizer state; --init-from starts a new run from weights)");
+  }
+  if (args.overwrite && args.resume) {
+    return Err(StatusCode::kInvalidArgument,
+               "--overwrite and --resume exclude each other (--overwrite deletes the checkpoints "
+               "--resume would continue from)");
+  }
+  if (args.overwrite && train.checkpoint.dir.empty()) {
+    return Err(StatusCode::kInvalidArgument,
+               "--overwrite: the run has no train.checkpoint.dir; set it or pass --checkpoint-dir");
+  }
   if (!args.resume) return std::string();
   if (train.checkpoint.dir.empty()) {
-    return Err("--resume: the run has no train.checkpoint.dir; set it or pass --checkpoint-dir");
+    return Err(StatusCode::kInvalidArgument,
+               "--resume: the run has no train.checkpoint.dir; set it or pass --checkpoint-dir");
   }
   return train.checkpoint.dir;
 }
@@ -167,6 +185,8 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
     return Fail("train", resume.status());
   }
   options.resume = *resume;
+  options.init_from = args.init_from;
+  options.overwrite = args.overwrite;
   options.trace_path = args.trace_path;
   options.trace_steps = args.trace_steps;
   options.clock = *clock;
@@ -263,13 +283,15 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
     return Fail("train", resume.status());
   }
   options.resume = *resume;
+  options.init_from = args.init_from;
+  options.overwrite = args.overwrite;
   auto summary = train::Train(run->model, train, options);
   if (!summary.ok()) {
     return Fail("train", summary.status().WithContext(source));
   }
   if (!train.metrics_path.empty()) fmt::print("metrics: {}\n", train.metrics_path);
   if (!summary->last_checkpoint.empty()) fmt::print("checkpoint: {}\n", summary->last_checkpoint);
-  if (summary->stopped) fmt::print("stopped on SIGTERM after saving\n");
+  if (summary->stopped) fmt::print("stopped on {} after saving\n", summary->stop_signal);
   return 0;
 }
 
@@ -319,12 +341,23 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
       ->type_name("PLAN2.json");
   cmd->add_option("--checkpoint-dir", args->checkpoint_dir,
                   "Override train.checkpoint.dir: save checkpoints there (every "
-                  "train.checkpoint.every_steps steps, at the end and on SIGTERM; the last "
-                  "train.checkpoint.keep_last kept)")
+                  "train.checkpoint.every_steps steps, at the end and on SIGTERM or Ctrl-C; the "
+                  "last train.checkpoint.keep_last kept). A fresh run refuses a folder that holds "
+                  "checkpoints: pass --resume or --overwrite")
       ->type_name("DIR");
   cmd->add_flag("--resume", args->resume,
                 "Continue from the latest complete checkpoint in train.checkpoint.dir, written "
-                "under any plan or serially, at its step + 1");
+                "under any plan or serially, at its step + 1 (metrics appended). Example: motley "
+                "train run.yaml --steps 2000 --resume");
+  cmd->add_flag("--overwrite", args->overwrite,
+                "Start a fresh run in a checkpoint folder that holds checkpoints: delete the "
+                "ones motley wrote there first");
+  cmd->add_option("--init-from", args->init_from,
+                  "Start from the weights of a checkpoint (folder or root) or a Hugging Face "
+                  "folder (config.json + safetensors; F32/BF16/F16; tied embeddings untied) for "
+                  "the run's model: a fresh optimizer, step 1. Example: motley train run.yaml "
+                  "--init-from ./my-llama")
+      ->type_name("DIR");
   cmd->add_flag("--replan", args->replan,
                 "With --plan: detect stragglers from every rank's compute time and re-plan in the "
                 "background; an adopted plan is migrated to at a step boundary");

@@ -45,10 +45,11 @@ Generator::Generator(tensor::Backend& backend, const spec::ModelSpec& model,
       rstd_(backend.Empty(Shape{context}, DType::kF32)),
       logits_(backend.Empty(Shape{context, model.vocab_size}, DType::kF32)) {}
 
-Status Generator::LoadCheckpoint(const std::string& path) {
-  MOTLEY_ASSIGN_OR_RETURN(CheckpointReader reader, CheckpointReader::Open(path));
+Result<std::string> Generator::LoadCheckpoint(const std::string& path) {
+  MOTLEY_ASSIGN_OR_RETURN(CheckpointReader reader, CheckpointReader::OpenFor(path, model_));
   MOTLEY_RETURN_IF_ERROR(reader.LoadIntoStage(backend_, body_->params(), false));
-  return reader.LoadIntoStage(backend_, head_, false);
+  MOTLEY_RETURN_IF_ERROR(reader.LoadIntoStage(backend_, head_, false));
+  return reader.Describe();
 }
 
 std::vector<float> Generator::NextLogits(std::span<const int32_t> tokens) {
@@ -117,11 +118,14 @@ Result<std::string> Generator::Generate(const GenerateOptions& options) {
 
 Result<std::string> GenerateFromCheckpoint(const spec::ModelSpec& model,
                                            const std::string& checkpoint,
-                                           const GenerateOptions& options, int threads) {
+                                           const GenerateOptions& options, int threads,
+                                           std::string* loaded) {
   backend::CpuBackend backend(std::max(1, threads));
   MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<Generator> gen,
                           Generator::Create(backend, model, options.context));
-  MOTLEY_RETURN_IF_ERROR(gen->LoadCheckpoint(checkpoint).WithContext("generate"));
+  Result<std::string> what = gen->LoadCheckpoint(checkpoint);
+  if (!what.ok()) return what.status().WithContext("generate");
+  if (loaded != nullptr) *loaded = *what;
   return gen->Generate(options);
 }
 

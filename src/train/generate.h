@@ -1,4 +1,5 @@
-// Text generation from a checkpoint (`motley generate RUN.yaml --checkpoint DIR --prompt TEXT`):
+// Text generation from a checkpoint or a Hugging Face folder (`motley generate RUN.yaml
+// --checkpoint DIR --prompt TEXT`):
 // the weights are loaded (values only) into a whole-model body Stage (embedding + every block) and
 // a head (final RMSNorm + LM head), and tokens are sampled one at a time from the byte tokenizer's
 // encoding of the prompt, greedily (temperature 0) or from softmax(logits / temperature).
@@ -37,9 +38,10 @@ class Generator {
   // Allocates the body and head for windows of `context` tokens (0: model.max_seq_len).
   static Result<std::unique_ptr<Generator>> Create(tensor::Backend& backend,
                                                    const spec::ModelSpec& model, int64_t context);
-  // Loads the parameter values from a checkpoint folder or ROOT (checkpoint.h); moments are not
-  // read.
-  Status LoadCheckpoint(const std::string& path);
+  // Loads the parameter values from a checkpoint folder or ROOT, or a Hugging Face folder
+  // (checkpoint.h), checked against the model (CheckpointReader::OpenFor); moments are not read.
+  // Returns what was loaded (CheckpointReader::Describe), for a load message.
+  Result<std::string> LoadCheckpoint(const std::string& path);
 
   // Logits (V) of the token after `tokens` (non-empty; only the last `context` are used).
   std::vector<float> NextLogits(std::span<const int32_t> tokens);
@@ -70,9 +72,11 @@ class Generator {
 int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperature,
                     double uniform);
 
-// Convenience for the CLI: a CpuBackend, a Generator, the checkpoint, Generate.
+// Convenience for the CLI: a CpuBackend, a Generator, the checkpoint, Generate. `loaded`, when
+// given, receives LoadCheckpoint's description.
 Result<std::string> GenerateFromCheckpoint(const spec::ModelSpec& model,
                                            const std::string& checkpoint,
-                                           const GenerateOptions& options, int threads = 1);
+                                           const GenerateOptions& options, int threads = 1,
+                                           std::string* loaded = nullptr);
 
 }  // namespace motley::train

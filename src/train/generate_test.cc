@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <random>
 
@@ -135,6 +136,41 @@ TEST(Generate, Errors) {
   auto r = (*gen32)->Generate(opt);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("outside the model's vocabulary of 32"), std::string::npos);
+}
+
+// A checkpoint holding a NaN weight, or written for another model, is refused (it used to load
+// and generate garbage).
+TEST(Generate, NonFiniteWeightsAndOtherModelsAreRefused) {
+  const spec::ModelSpec m = SmallByteModel();
+  backend::CpuBackend be;
+  TempRoot root;
+  model::ParameterSet set =
+      model::ParameterSet::Allocate(be, model::StageParamInfos(m, model::StageLayout::Full(m)));
+  set.Initialize(be, 3);
+  model::Parameter& q = *set.Find("model.layers.1.self_attn.q_proj.weight");
+  std::vector<float> v(static_cast<size_t>(q.value.numel()));
+  be.CopyToHost(v.data(), q.value, q.value.bytes());
+  v[17] = std::nanf("");
+  be.CopyFromHost(q.value, v.data(), v.size() * sizeof(float));
+  CheckpointMetadata meta;
+  meta.step = 1;
+  meta.model = m;
+  ASSERT_TRUE(SaveCheckpoint(root.path(), meta, {{&be, &set}}).ok());
+  GenerateOptions opt;
+  opt.prompt = "x";
+  auto nan = GenerateFromCheckpoint(m, root.path(), opt);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.status().message().find("'model.layers.1.self_attn.q_proj.weight' holds a "
+                                        "non-finite value (nan) at element 17"),
+            std::string::npos)
+      << nan.status().message();
+  spec::ModelSpec eps = m;
+  eps.norm_eps = 1e-6F;
+  auto other = GenerateFromCheckpoint(eps, root.path(), opt);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("model.norm_eps: 1e-05 in the checkpoint, 1e-06"),
+            std::string::npos)
+      << other.status().message();
 }
 
 TEST(Generate, SampleTokenGreedyAndTemperature) {

@@ -1,14 +1,26 @@
 // Per-step training metrics and their JSONL file (one JSON object per line, flushed after each
-// step so a crashed run keeps every finished step). The format is documented in
-// docs/formats/metrics.md. MetricsWriter owns its FILE; thread-compatible (one writer per run).
+// line so a crashed run keeps every finished step). Formats: docs/formats/metrics.md (the serial
+// loop) and docs/formats/parallel-metrics.md (the parallel loop, whose lines it writes too).
+//
+// Every line carries "timestamp" (wall-clock time, ISO-8601 UTC with milliseconds,
+// "2026-12-01T15:04:05.123Z") and "elapsed_s" (wall seconds since this run, or this resumed run,
+// started), placed after "step". A resumed run keeps the file: the lines of steps after the
+// checkpoint's step N (work lost since it, which the run trains again) and earlier resume records
+// at N or later are removed, one resume record {"event": "resume", "step": N, "timestamp",
+// "elapsed_s", "from": "<checkpoint dir>"} is appended, and the new steps follow, so the file
+// holds every step once.
+// MetricsWriter owns its FILE; thread-compatible (one writer per run).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -27,24 +39,47 @@ struct StepMetrics {
   bool loss_spike = false;         // flagged by LossSpikeDetector (loss_spike.h)
 };
 
-// One JSON object, no trailing newline; val_loss only when present.
+// One JSON object of the serial loop's fields (no timestamp: the writer adds it); val_loss only
+// when present.
+nlohmann::ordered_json StepMetricsJson(const StepMetrics& m);
+// The same, dumped (no trailing newline).
 std::string StepMetricsToJson(const StepMetrics& m);
+
+// "2026-12-01T15:04:05.123Z": ISO-8601, UTC, milliseconds.
+std::string IsoTimestampUtc(std::chrono::system_clock::time_point t);
+
+// A resumed run's metrics: the checkpoint's step and folder.
+struct MetricsResume {
+  int64_t step = 0;
+  std::string from;
+};
 
 class MetricsWriter {
  public:
-  // Creates (truncates) the file; the error names the path.
-  static Result<MetricsWriter> Open(const std::string& path);
-  // Appends one line and flushes; a write error names the path.
+  using SteadyClock = std::chrono::steady_clock;
+  // Fresh run (no resume): creates or truncates the file. Resumed run: keeps the lines up to
+  // resume->step (see the top of this file), then appends the resume record. `run_start` is the
+  // origin of elapsed_s. The target must be absent or a regular file (core/file_util.h); errors
+  // name the path.
+  static Result<MetricsWriter> Open(const std::string& path,
+                                    const std::optional<MetricsResume>& resume = std::nullopt,
+                                    SteadyClock::time_point run_start = SteadyClock::now());
+  // Appends one serial-loop line and flushes.
   Status Write(const StepMetrics& m);
+  // Appends `line` with "timestamp" and "elapsed_s" inserted after its "step" (or at the end)
+  // and flushes; a write error names the path.
+  Status WriteLine(const nlohmann::ordered_json& line);
   const std::string& path() const { return path_; }
 
  private:
   struct Closer {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };
-  MetricsWriter(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
+  MetricsWriter(std::string path, std::FILE* file, SteadyClock::time_point start)
+      : path_(std::move(path)), file_(file), start_(start) {}
   std::string path_;
   std::unique_ptr<std::FILE, Closer> file_;
+  SteadyClock::time_point start_;
 };
 
 }  // namespace motley::train

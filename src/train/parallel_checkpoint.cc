@@ -2,6 +2,7 @@
 #include "train/parallel_checkpoint.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -22,16 +23,25 @@ using tensor::DType;
 using tensor::Shape;
 using tensor::Tensor;
 
-// Outcomes travel as strings: "+" and the payload on success, "-" and the message on failure,
-// "" from a rank with nothing to say.
+// Outcomes travel as strings: "+" and the payload on success, "-", the StatusCode (a number),
+// ":" and the message on failure, "" from a rank with nothing to say.
 std::string Success(const std::string& payload) {
   return "+" + payload;
 }
 std::string Failure(const Status& s) {
-  return "-" + s.message();
+  return fmt::format("-{}:{}", static_cast<int>(s.code()), s.message());
 }
 bool IsFailure(const std::string& outcome) {
   return !outcome.empty() && outcome[0] == '-';
+}
+// The Status of a failure outcome, its message prefixed with `where`.
+Status FailureStatus(const std::string& outcome, const std::string& where) {
+  const size_t colon = outcome.find(':');
+  const int code = std::atoi(outcome.substr(1, colon - 1).c_str());
+  const bool known =
+      code > static_cast<int>(StatusCode::kOk) && code <= static_cast<int>(StatusCode::kInternal);
+  return Status::Error(known ? static_cast<StatusCode>(code) : StatusCode::kUnknown,
+                       fmt::format("{}: {}", where, outcome.substr(colon + 1)));
 }
 
 // The shards of pipeline 0's TP rank `q` that its stage's writer needs: the sharded tensors of
@@ -143,10 +153,8 @@ Result<std::string> SaveParallelCheckpoint(comm::Communicator& world,
     begun = tmp.ok() ? Success(*tmp) : Failure(tmp.status());
   }
   MOTLEY_ASSIGN_OR_RETURN(std::vector<std::string> outcomes, AllGatherStrings(world, begun));
-  if (outcomes[0].empty() || IsFailure(outcomes[0])) {
-    return Err("{}: {}", where,
-               outcomes[0].empty() ? "rank 0 did not begin" : outcomes[0].substr(1));
-  }
+  if (outcomes[0].empty()) return Err("{}: rank 0 did not begin", where);
+  if (IsFailure(outcomes[0])) return FailureStatus(outcomes[0], where);
   const std::string tmp = outcomes[0].substr(1);
 
   // 3 and 4. Pipeline 0's TP groups gather their shards on TP rank 0, which writes the stage.
@@ -161,7 +169,10 @@ Result<std::string> SaveParallelCheckpoint(comm::Communicator& world,
   }
   MOTLEY_ASSIGN_OR_RETURN(outcomes, AllGatherStrings(world, written));
   for (const std::string& o : outcomes) {
-    if (IsFailure(o)) return Err("{}: {}", where, o.substr(1));
+    if (IsFailure(o)) {
+      if (r == 0) AbortCheckpoint(tmp);  // a failed save removes what it wrote
+      return FailureStatus(o, where);
+    }
   }
 
   // 5. Rank 0 commits; everyone learns the folder or the failure.
@@ -176,6 +187,7 @@ Result<std::string> SaveParallelCheckpoint(comm::Communicator& world,
       stages.push_back(std::move(*files));
     } else {
       committed = Failure(files.status());
+      AbortCheckpoint(tmp);
     }
   }
   if (r == 0 && committed.empty()) {
@@ -191,10 +203,8 @@ Result<std::string> SaveParallelCheckpoint(comm::Communicator& world,
     committed = dir.ok() ? Success(*dir) : Failure(dir.status());
   }
   MOTLEY_ASSIGN_OR_RETURN(outcomes, AllGatherStrings(world, committed));
-  if (outcomes[0].empty() || IsFailure(outcomes[0])) {
-    return Err("{}: {}", where,
-               outcomes[0].empty() ? "rank 0 did not commit" : outcomes[0].substr(1));
-  }
+  if (outcomes[0].empty()) return Err("{}: rank 0 did not commit", where);
+  if (IsFailure(outcomes[0])) return FailureStatus(outcomes[0], where);
   return outcomes[0].substr(1);
 }
 

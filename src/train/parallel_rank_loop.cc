@@ -140,9 +140,11 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
       tensor::HostTensor(tensor::Shape{kGatherFields * world_size}, tensor::DType::kF64);
   const std::vector<int64_t> counts(static_cast<size_t>(world_size), kGatherFields);
   std::vector<TraceEvent>& trace = ctx.traces[static_cast<size_t>(r)];
-  if (!ctx.resume_dir.empty()) {
+  if (ctx.start_from != nullptr) {  // checked against the model by Prepare
     MOTLEY_RETURN_IF_ERROR(
-        LoadIntoStage(ctx.resume_dir, *backend, state.rank->stage().params(), true).status());
+        ctx.start_from
+            ->LoadIntoStage(*backend, state.rank->stage().params(), ctx.start_with_moments)
+            .WithContext(ctx.start_with_moments ? "--resume" : "--init-from"));
   }
   SwitchOptions switch_options;
   switch_options.rank_options = rank_options;
@@ -179,7 +181,7 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
     MOTLEY_RETURN_IF_ERROR(
         MemoryStatus(*backend, device).WithContext(fmt::format("step {}", step)));
     if (r == options.sigterm_rank && ctx.stop_enabled && step == options.sigterm_at_step) {
-      std::raise(SIGTERM);
+      std::raise(options.test_signal);
     }
     const Seconds end_s = rank_clock.Now();
     Probe probe;  // after the step's end: the probe is not part of the step
@@ -231,7 +233,16 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
       }
     }
     if (stopping) {
-      if (r == ctx.summary_rank) ctx.summary.stopped = true;
+      if (r == ctx.summary_rank) {
+        ctx.summary.stopped = true;
+        // The signal this process saw; another process's when the stop came from a peer.
+        ctx.summary.stop_signal = StopRequested() ? StopSignalName() : "a peer's signal";
+      }
+      if (r == 0 && options.out != nullptr) {
+        fmt::print(options.out, "step {}: {}: stopped after saving\n", step,
+                   StopRequested() ? StopSignalName() : "signal to another rank");
+        std::fflush(options.out);
+      }
       break;
     }
   }

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,10 @@
 #include "spec/run_file.h"
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/dataset.h"
 #include "train/loss_spike.h"
+#include "train/metrics.h"
 #include "train/parallel_trainer.h"
 
 namespace motley::train::internal {
@@ -71,7 +74,7 @@ struct RunContext {
   const ParallelTrainerOptions* options = nullptr;
   const WorldLayout* layout = nullptr;  // the first plan's; its devices are the world's
   const TokenSplits* data = nullptr;
-  std::FILE* metrics = nullptr;  // rank 0 writes
+  MetricsWriter* metrics = nullptr;  // rank 0 writes
   double flops_per_token = 0.0;
   double peak_flops = 0.0;       // sum of the plan's devices' fp32 peaks
   bool emulated = false;         // the plan's devices are of emulated types
@@ -83,9 +86,15 @@ struct RunContext {
   LossSpikeDetector loss_spikes;  // the summary rank's
   Clock::time_point origin;
 
-  // Checkpoints. first_step: 1, or the resumed checkpoint's step + 1 (resume_dir).
+  // Checkpoints. first_step: 1, or the resumed checkpoint's step + 1. start_from: the checkpoint
+  // (or Hugging Face folder) every rank loads before the first step, opened and checked once:
+  // with its AdamW moments on resume, weights only with Options::init_from.
   int64_t first_step = 1;
-  std::string resume_dir;
+  std::shared_ptr<const CheckpointReader> start_from;
+  bool start_with_moments = false;
+  std::optional<MetricsResume> metrics_resume;  // set on resume
+  std::string start_note;         // the resume or init-from lines rank 0 prints before training
+  std::string init_from_dir;      // Options::init_from, resolved (weights loaded on every rank)
   bool save_checkpoints = false;  // train.checkpoint.dir is set (parallel_checkpoint.h)
   bool stop_enabled = false;      // a StopSignalGuard is installed
 
@@ -121,15 +130,18 @@ struct Prepared {
   std::unique_ptr<WorldLayout> layout;
   std::unique_ptr<TokenSplits> data;
   std::unique_ptr<RunContext> ctx;
-  struct Closer {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
-  std::unique_ptr<std::FILE, Closer> metrics;
+  std::unique_ptr<MetricsWriter> metrics;  // on the heap: ctx->metrics points at it
 };
 
-// The checks, the layout, the data, the emulation and (open_metrics) the metrics file.
+// The checks, the layout, the data, the emulation, the resume or init-from source, and, with
+// `rank0` (the threads launch, or rank 0 of a process launch once it knows its rank: see
+// PrepareRankZero), the checkpoint folder and the metrics file.
 Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
-                         const ParallelTrainerOptions& options, bool open_metrics);
+                         const ParallelTrainerOptions& options, bool rank0);
+// Rank 0's part of the preparation: the checkpoint folder (PrepareCheckpointDir, which may
+// remove checkpoints under Options::overwrite) and the metrics file (appended on resume).
+Status PrepareRankZero(Prepared& p, const spec::RunFile& run,
+                       const ParallelTrainerOptions& options);
 // The run's header line (and the note on distorted wall-clock timings); `launch` says how ranks
 // run ("as threads", "as processes").
 void PrintHeader(const RunContext& ctx, const spec::Plan& plan, const char* launch);

@@ -114,7 +114,7 @@ Status MemoryStatus(const tensor::Backend& backend, int device) {
 }
 
 Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
-                         const ParallelTrainerOptions& options, bool open_metrics) {
+                         const ParallelTrainerOptions& options, bool rank0) {
   MOTLEY_RETURN_IF_ERROR(CheckPlanForRun(run, plan));
   Prepared p;
   MOTLEY_ASSIGN_OR_RETURN(WorldLayout layout, WorldLayout::Build(plan));
@@ -134,20 +134,51 @@ Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
     ctx.peak_flops += run.cluster.device_type_of(info.device).PeakFlops(spec::Precision::kFp32);
   }
   MOTLEY_RETURN_IF_ERROR(SetUpEmulation(run, options, ctx));
-  if (!options.resume.empty()) {
-    MOTLEY_ASSIGN_OR_RETURN(ResumePoint point, ResolveResume(options.resume, train));
-    ctx.resume_dir = point.dir;
-    ctx.first_step = point.metadata.step + 1;
+  if (!options.resume.empty() && !options.init_from.empty()) {
+    return Err(StatusCode::kInvalidArgument,
+               "--resume and --init-from exclude each other (resume continues a run with its "
+               "optimizer state; init-from starts a new one from weights)");
   }
+  if (!options.resume.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(ResumePoint point, ResolveResume(options.resume, run.model, train));
+    ctx.start_from = point.reader;
+    ctx.start_with_moments = true;
+    ctx.first_step = point.metadata.step + 1;
+    ctx.metrics_resume = MetricsResume{point.metadata.step, point.dir};
+    ctx.start_note = FormatResume(point);
+  } else if (!options.init_from.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(CheckpointReader reader, OpenInitFrom(options.init_from, run.model));
+    ctx.start_note = fmt::format("initialised from {} (weights only: a fresh optimizer, step 1)\n",
+                                 reader.Describe());
+    ctx.start_from = std::make_shared<const CheckpointReader>(std::move(reader));
+  }
+  // Every process checks the checkpoint folder; only rank 0 changes it (PrepareRankZero).
+  MOTLEY_RETURN_IF_ERROR(PrepareCheckpointDir(
+      train.checkpoint,
+      ctx.metrics_resume ? std::optional<int64_t>(ctx.metrics_resume->step) : std::nullopt,
+      options.overwrite, /*may_modify=*/false, nullptr));
   ctx.traces.resize(static_cast<size_t>(p.layout->size()));
+  if (rank0) MOTLEY_RETURN_IF_ERROR(PrepareRankZero(p, run, options));
+  return p;
+}
+
+Status PrepareRankZero(Prepared& p, const spec::RunFile& run,
+                       const ParallelTrainerOptions& options) {
+  RunContext& ctx = *p.ctx;
+  const spec::TrainSpec& train = run.train;
+  MOTLEY_RETURN_IF_ERROR(PrepareCheckpointDir(
+      train.checkpoint,
+      ctx.metrics_resume ? std::optional<int64_t>(ctx.metrics_resume->step) : std::nullopt,
+      options.overwrite, /*may_modify=*/true, options.out));
   const std::string metrics_path =
       !options.metrics_path.empty() ? options.metrics_path : train.metrics_path;
-  if (open_metrics && !metrics_path.empty()) {
-    p.metrics.reset(std::fopen(metrics_path.c_str(), "w"));
-    if (!p.metrics) return Err("{}: cannot create the metrics file", metrics_path);
+  if (!metrics_path.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(MetricsWriter writer,
+                            MetricsWriter::Open(metrics_path, ctx.metrics_resume));
+    p.metrics = std::make_unique<MetricsWriter>(std::move(writer));
     ctx.metrics = p.metrics.get();
   }
-  return p;
+  return Status::Ok();
 }
 
 void PrintHeader(const RunContext& ctx, const spec::Plan& plan, const char* launch) {

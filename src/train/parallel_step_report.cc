@@ -30,11 +30,12 @@ nlohmann::ordered_json MigrationJson(const MigrationRecord& m) {
 }
 
 // The metrics line of one step (docs/formats/parallel-metrics.md) run under `layout`, with the
-// record of the plan switch that followed it (nullptr: none).
-std::string MetricsLine(const RunContext& ctx, const WorldLayout& layout, int64_t step,
-                        const parallel::RankStepResult& r, bool loss_spike,
-                        const std::vector<double>& all, double step_time_s, double wall_s,
-                        double virtual_s, const MigrationRecord* migration) {
+// record of the plan switch that followed it (nullptr: none); the writer adds the timestamp.
+nlohmann::ordered_json MetricsLine(const RunContext& ctx, const WorldLayout& layout, int64_t step,
+                                   const parallel::RankStepResult& r, bool loss_spike,
+                                   const std::vector<double>& all, double step_time_s,
+                                   double wall_s, double virtual_s,
+                                   const MigrationRecord* migration) {
   const int64_t tokens = layout.global_batch() * ctx.run->train.seq_len;
   nlohmann::ordered_json j;
   j["step"] = step;
@@ -96,7 +97,7 @@ std::string MetricsLine(const RunContext& ctx, const WorldLayout& layout, int64_
   j["stages"] = std::move(stages);
   if (migration != nullptr) j["migration"] = MigrationJson(*migration);
   if (ctx.options->annotate_metrics) ctx.options->annotate_metrics(step, j);
-  return j.dump();
+  return j;
 }
 
 Status WriteTrace(const RunContext& ctx, const std::string& path) {
@@ -158,12 +159,10 @@ Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t ste
   if (ctx.metrics != nullptr) {
     const double* v = all.data<double>();
     const std::vector<double> values(v, v + all.numel());
-    const std::string line = MetricsLine(ctx, layout, step, result, spike, values, step_time_s,
-                                         wall_s, virtual_s, migration) +
-                             "\n";
-    if (std::fputs(line.c_str(), ctx.metrics) < 0 || std::fflush(ctx.metrics) != 0) {
-      return Err("metrics file: write failed at step {}", step);
-    }
+    MOTLEY_RETURN_IF_ERROR(ctx.metrics
+                               ->WriteLine(MetricsLine(ctx, layout, step, result, spike, values,
+                                                       step_time_s, wall_s, virtual_s, migration))
+                               .WithContext(fmt::format("step {}", step)));
   }
   if (options.out == nullptr) return Status::Ok();
   if (result.skipped || spike || step % log_every == 0 || step == train.steps) {

@@ -35,13 +35,13 @@ Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan) {
 
 Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec::Plan& plan,
                                            const ParallelTrainerOptions& options) {
-  MOTLEY_ASSIGN_OR_RETURN(Prepared p, internal::Prepare(run, plan, options, /*open_metrics=*/true));
+  MOTLEY_ASSIGN_OR_RETURN(Prepared p, internal::Prepare(run, plan, options, /*rank0=*/true));
   RunContext& ctx = *p.ctx;
   std::shared_ptr<comm::LocalWorld> world = comm::LocalWorld::Create(p.layout->size());
   internal::PrintHeader(ctx, plan, "as threads");
-  if (!ctx.resume_dir.empty() && options.out != nullptr) {
-    fmt::print(options.out, "resumed from {}; continuing at step {}\n", ctx.resume_dir,
-               ctx.first_step);
+  if (!ctx.start_note.empty() && options.out != nullptr) {
+    fmt::print(options.out, "{}", ctx.start_note);
+    std::fflush(options.out);
   }
   std::optional<StopSignalGuard> stop_guard;
   if (!run.train.checkpoint.dir.empty()) {
@@ -77,9 +77,9 @@ Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec:
 Result<ParallelTrainSummary> TrainParallelProcess(const spec::RunFile& run, const spec::Plan& plan,
                                                   const ParallelTrainerOptions& options,
                                                   const ConnectWorld& connect) {
-  // Every process checks the plan and reads the data; only rank 0 writes the metrics file, so it
-  // is opened once the rank is known.
-  MOTLEY_ASSIGN_OR_RETURN(Prepared p, internal::Prepare(run, plan, options, /*open_metrics=*/false));
+  // Every process checks the plan and reads the data; only rank 0 prepares the checkpoint folder
+  // and writes the metrics file, so that happens once the rank is known.
+  MOTLEY_ASSIGN_OR_RETURN(Prepared p, internal::Prepare(run, plan, options, /*rank0=*/false));
   RunContext& ctx = *p.ctx;
   ctx.origin = Clock::now();
   VirtualClock clock(ctx.clock_mode, ctx.origin);
@@ -110,14 +110,12 @@ Result<ParallelTrainSummary> TrainParallelProcess(const spec::RunFile& run, cons
   ctx.options = &rank_options;
   Status s;
   if (r == 0) {
-    const std::string metrics_path =
-        !options.metrics_path.empty() ? options.metrics_path : run.train.metrics_path;
-    if (!metrics_path.empty()) {
-      p.metrics.reset(std::fopen(metrics_path.c_str(), "w"));
-      if (!p.metrics) s = Err("{}: cannot create the metrics file", metrics_path);
-      ctx.metrics = p.metrics.get();
-    }
+    s = internal::PrepareRankZero(p, run, rank_options);
     internal::PrintHeader(ctx, plan, "as processes");
+    if (!ctx.start_note.empty() && rank_options.out != nullptr) {
+      fmt::print(rank_options.out, "{}", ctx.start_note);
+      std::fflush(rank_options.out);
+    }
   }
   backend::SetBlasThreads(1);  // one rank, one backend thread (like every rank of the threads launch)
   if (s.ok()) s = internal::RunRank(ctx, r, *world, ctx.emulated ? &clock : nullptr, &step);

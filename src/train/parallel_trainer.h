@@ -27,14 +27,17 @@
 // docs/formats/trace.md).
 //
 // Checkpoints (trainer_checkpoint.h; both launches): with train.checkpoint.dir set, after every
-// `every_steps` steps, after the last step and at the step boundary after a SIGTERM to any rank's
-// process (every rank stops at the same step: the stop flag travels with the step's metrics
-// gather), pipeline 0's stages each write their files and rank 0 commits; the last `keep_last`
-// are kept. The save goes by messages over the world communicator (parallel_checkpoint.h: the TP
-// rank 0 of a stage receives its group's shards and assembles the whole tensors; the outcome of
-// each phase is agreed by all ranks), so threads and processes share it; under a launcher the
-// writers and rank 0 must see ROOT on one file system. Options::resume loads a checkpoint
-// written under any plan (or serially) into every rank and continues at its step + 1.
+// `every_steps` steps, after the last step and at the step boundary after a SIGTERM or a first
+// SIGINT to any rank's process (every rank stops at the same step: the stop flag travels with the
+// step's metrics gather; a second SIGINT aborts), pipeline 0's stages each write their files and
+// rank 0 commits; the last `keep_last` are kept. The run life cycle is the serial loop's
+// (trainer.h): a fresh run refuses a folder holding checkpoints unless Options::overwrite,
+// Options::init_from starts from weights, a resume appends to the metrics file. The save goes by
+// messages over the world communicator (parallel_checkpoint.h: the TP rank 0 of a stage receives
+// its group's shards and assembles the whole tensors; the outcome of each phase is agreed by all
+// ranks), so threads and processes share it; under a launcher the writers and rank 0 must see ROOT
+// on one file system. Options::resume loads a checkpoint written under any plan (or serially) into
+// every rank and continues at its step + 1.
 //
 // Plan switches (DESIGN.md §9; the entry point of the re-plan controller): after each step,
 // rank 0 asks Options::plan_switch (or looks the step up in Options::plan_switches) for a new
@@ -57,6 +60,7 @@
 // Thread safety: one call at a time per process (it sets OpenBLAS's process-wide thread count).
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -129,12 +133,20 @@ struct ParallelTrainerOptions {
   int64_t poison_gradient_step = 0;
   int poison_rank = 0;
   // A checkpoint folder or ROOT (its latest complete checkpoint) to continue from; empty: start
-  // from the seeded initialisation.
+  // from the seeded initialisation. The metrics file is appended to (metrics.h).
   std::string resume;
-  // Test hook: rank `sigterm_rank` raises SIGTERM in its process at the end of this step (0:
-  // never). Only with checkpoints on (train.checkpoint.dir), whose handler turns it into a stop.
+  // A checkpoint folder or ROOT, or a Hugging Face folder, whose weights the run starts from (a
+  // fresh optimizer, step 1); empty: the seeded initialisation. Not with `resume`.
+  std::string init_from;
+  // A fresh run (no resume) into a checkpoint folder that holds checkpoints removes them first
+  // (rank 0); without it such a run is refused (trainer_checkpoint.h PrepareCheckpointDir).
+  bool overwrite = false;
+  // Test hook: rank `sigterm_rank` raises `test_signal` (SIGTERM or SIGINT) in its process at the
+  // end of this step (0: never). Only with checkpoints on (train.checkpoint.dir), whose handler
+  // turns it into a stop.
   int64_t sigterm_at_step = 0;
   int sigterm_rank = 0;
+  int test_signal = SIGTERM;
   // Plan switches: the callback is asked first; when it is unset or returns std::nullopt, a
   // plan_switches entry for the step (the first one) applies.
   PlanSwitchFn plan_switch;
@@ -177,7 +189,8 @@ struct ParallelTrainSummary {
   int ranks = 0;
   std::vector<double> losses;          // per step, index step - first_step
   std::string last_checkpoint;         // folder of the last checkpoint saved; empty: none
-  bool stopped = false;                // ended early on SIGTERM (after saving)
+  bool stopped = false;                // ended early on SIGTERM or SIGINT (after saving)
+  std::string stop_signal;             // "SIGTERM" or "SIGINT" when stopped
   std::vector<double> grad_norms;      // per step
   std::vector<int64_t> skipped_steps;  // steps whose update was skipped (non-finite)
   std::vector<int64_t> loss_spike_steps;  // steps flagged by LossSpikeDetector (loss_spike.h)

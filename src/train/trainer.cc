@@ -16,6 +16,7 @@
 #include "model/stage.h"
 #include "train/batch_sampler.h"
 #include "train/dataset.h"
+#include "train/evaluate.h"
 #include "train/flops.h"
 #include "train/loss_spike.h"
 #include "train/metrics.h"
@@ -56,24 +57,6 @@ double RunMicroBatch(model::Stage& stage, MicroBatchBuffers& buf, std::span<cons
   return loss_sum;
 }
 
-// Mean validation loss over train.val_batches fixed global batches.
-double ValidationLoss(model::Stage& stage, MicroBatchBuffers& buf, const std::vector<int32_t>& val,
-                      const spec::TrainSpec& train, const std::vector<SampleRange>& ranges,
-                      std::vector<int32_t>& inputs, std::vector<int32_t>& targets) {
-  double loss_sum = 0.0;
-  const auto n = static_cast<int64_t>(val.size());
-  for (int64_t b = 0; b < train.val_batches; ++b) {
-    const auto offsets =
-        ValidationBatchOffsets(b, train.val_batches, train.global_batch, train.seq_len, n);
-    GatherSamples(val, offsets, train.seq_len, inputs, targets);
-    for (size_t m = 0; m < ranges.size(); ++m) {
-      loss_sum += RunMicroBatch(stage, buf, inputs, targets, ranges[m], train.seq_len,
-                                static_cast<int64_t>(m), std::nullopt);
-    }
-  }
-  return loss_sum / static_cast<double>(train.val_batches * train.global_batch * train.seq_len);
-}
-
 void Print(std::FILE* out, const std::string& text) {
   if (out == nullptr) return;
   fmt::print(out, "{}", text);
@@ -92,6 +75,7 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
   const int64_t global_batch = train.global_batch;
   const int64_t seq_len = train.seq_len;
   const int64_t m = options.micro_batches;
+  const Clock::time_point call_start = Clock::now();  // elapsed_s of the metrics counts from here
   if (global_batch <= 0 || seq_len <= 0 || train.steps <= 0) {
     return Err("train: global_batch, seq_len and steps must be positive (got {}, {}, {})",
                global_batch, seq_len, train.steps);
@@ -115,26 +99,40 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
                           model::Stage::Create(backend, model, model::StageLayout::Full(model),
                                                mb_size, seq_len, train.seed));
   model::Optimizer optimizer(backend, stage->params(), train.optimizer, train.steps);
-  int64_t first_step = 1;
-  if (!options.resume.empty()) {
-    MOTLEY_ASSIGN_OR_RETURN(ResumePoint point, ResolveResume(options.resume, train));
-    MOTLEY_ASSIGN_OR_RETURN(CheckpointMetadata md,
-                            LoadIntoStage(point.dir, backend, stage->params(), true));
-    first_step = md.step + 1;
-    Print(options.out, fmt::format("resumed from {} (step {}{}); continuing at step {}\n",
-                                   point.dir, md.step,
-                                   md.config_hash == TrainConfigHash(model, train)
-                                       ? ""
-                                       : ", written under a different model/train config",
-                                   first_step));
+  if (!options.resume.empty() && !options.init_from.empty()) {
+    return Err(StatusCode::kInvalidArgument,
+               "--resume and --init-from exclude each other (resume continues a run with its "
+               "optimizer state; init-from starts a new one from weights)");
   }
+  int64_t first_step = 1;
+  std::optional<MetricsResume> metrics_resume;
+  if (!options.resume.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(ResumePoint point, ResolveResume(options.resume, model, train));
+    MOTLEY_RETURN_IF_ERROR(
+        point.reader->LoadIntoStage(backend, stage->params(), true).WithContext("--resume"));
+    first_step = point.metadata.step + 1;
+    metrics_resume = MetricsResume{point.metadata.step, point.dir};
+    Print(options.out, FormatResume(point));
+  } else if (!options.init_from.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(CheckpointReader reader, OpenInitFrom(options.init_from, model));
+    MOTLEY_RETURN_IF_ERROR(reader.LoadIntoStage(backend, stage->params(), /*load_optimizer=*/false)
+                               .WithContext("--init-from"));
+    Print(options.out, fmt::format("initialised from {} (weights only: a fresh optimizer, step "
+                                   "1)\n",
+                                   reader.Describe()));
+  }
+  MOTLEY_RETURN_IF_ERROR(PrepareCheckpointDir(
+      train.checkpoint,
+      metrics_resume ? std::optional<int64_t>(metrics_resume->step) : std::nullopt,
+      options.overwrite, /*may_modify=*/true, options.out));
   summary.first_step = first_step;
   std::optional<StopSignalGuard> stop_guard;
   if (!train.checkpoint.dir.empty()) stop_guard.emplace();
 
   std::optional<MetricsWriter> metrics;
   if (!train.metrics_path.empty()) {
-    MOTLEY_ASSIGN_OR_RETURN(MetricsWriter writer, MetricsWriter::Open(train.metrics_path));
+    MOTLEY_ASSIGN_OR_RETURN(MetricsWriter writer,
+                            MetricsWriter::Open(train.metrics_path, metrics_resume, call_start));
     metrics.emplace(std::move(writer));
   }
 
@@ -218,7 +216,8 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
     const bool validate = train.val_every > 0 && train.val_batches > 0 &&
                           (step % train.val_every == 0 || step == train.steps);
     if (validate) {
-      const double val_loss = ValidationLoss(*stage, buf, data.val, train, ranges, inputs, targets);
+      const double val_loss =
+          MeanLoss(*stage, data.val, train.val_batches, global_batch, seq_len, ranges);
       sm.val_loss = val_loss;
       summary.val_history.emplace_back(step, val_loss);
       if (step == train.steps) summary.final_val_loss = val_loss;
@@ -234,23 +233,29 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
       }
       if (sm.val_loss) progress->Note(fmt::format("step {}: val_loss {:.4f}", step, *sm.val_loss));
     }
-    if (stop_guard && step == options.sigterm_at_step) std::raise(SIGTERM);
+    if (stop_guard && step == options.sigterm_at_step) std::raise(options.test_signal);
     const bool stopping = stop_guard.has_value() && StopRequested();
     if (CheckpointDue(train.checkpoint, step, train.steps, stopping)) {
       SaveOptions save;
       save.keep_last = std::max<int64_t>(1, train.checkpoint.keep_last);
-      MOTLEY_ASSIGN_OR_RETURN(
-          summary.last_checkpoint,
-          SaveCheckpoint(train.checkpoint.dir,
-                         MakeCheckpointMetadata(model, train, step, global_batch, nullptr),
-                         {StageToSave(&backend, &stage->params())}, save));
+      Result<std::string> saved = SaveCheckpoint(
+          train.checkpoint.dir, MakeCheckpointMetadata(model, train, step, global_batch, nullptr),
+          {StageToSave(&backend, &stage->params())}, save);
+      if (!saved.ok()) {
+        if (progress) progress->Finish();
+        return saved.status().WithContext(fmt::format("checkpoint of step {}", step));
+      }
+      summary.last_checkpoint = *saved;
       if (progress) {
         progress->Note(fmt::format("step {}: checkpoint {}", step, summary.last_checkpoint));
       }
     }
     if (stopping) {
       summary.stopped = true;
-      if (progress) progress->Note(fmt::format("step {}: SIGTERM: stopped after saving", step));
+      summary.stop_signal = StopSignalName();
+      if (progress) {
+        progress->Note(fmt::format("step {}: {}: stopped after saving", step, summary.stop_signal));
+      }
       break;
     }
   }

@@ -8,16 +8,23 @@
 // `out`. This loop is the oracle that every parallel plan's trajectory is compared with.
 //
 // Checkpoints (trainer_checkpoint.h, when train.checkpoint.dir is set): saved after every
-// `every_steps` steps, after the last step, and at the step boundary after a SIGTERM (the loop then
-// returns normally with `stopped` set); the last `keep_last` are kept. TrainerOptions::resume loads
-// a checkpoint written under any plan (parameters and AdamW moments) and continues at its step + 1.
+// `every_steps` steps, after the last step, and at the step boundary after a SIGTERM or a first
+// SIGINT (the loop then returns normally with `stopped` set; a second SIGINT aborts); the last
+// `keep_last` are kept. TrainerOptions::resume loads a checkpoint written under any plan for the
+// same model (parameters and AdamW moments) and continues at its step + 1, appending to the
+// metrics file; TrainerOptions::init_from starts from the weights of a checkpoint or a Hugging
+// Face folder (fresh optimizer, step 1). A run that does neither refuses a checkpoint folder that
+// already holds checkpoints unless TrainerOptions::overwrite (docs/formats/checkpoint.md, "Run
+// life cycle").
 //
 // Errors (Result): unreadable or invalid data (naming the file or field), a global batch that the
-// micro-batch count does not divide, an unwritable metrics file, and a non-finite loss or gradient
-// norm (naming the step). Thread safety: one call per thread; it sets OpenBLAS's process-wide
-// thread count to the run's thread count.
+// micro-batch count does not divide, an unwritable metrics file, a checkpoint for another model,
+// a refused checkpoint folder, and a non-finite loss or gradient norm (naming the step). Thread
+// safety: one call per thread; it sets OpenBLAS's process-wide thread count to the run's thread
+// count.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -39,8 +46,16 @@ struct TrainerOptions {
   // A checkpoint folder or ROOT (its latest complete checkpoint) to continue from; empty: start
   // from the seeded initialisation.
   std::string resume;
-  // Test hook: raise SIGTERM in this process at the end of this step (0: never).
+  // A checkpoint folder or ROOT, or a Hugging Face folder, whose weights the run starts from
+  // (a fresh optimizer, step 1); empty: the seeded initialisation. Not with `resume`.
+  std::string init_from;
+  // A fresh run (no resume) into a checkpoint folder holding checkpoints removes them first;
+  // without it such a run is refused.
+  bool overwrite = false;
+  // Test hook: raise `test_signal` (SIGTERM or SIGINT) in this process at the end of this step
+  // (0: never).
   int64_t sigterm_at_step = 0;
+  int test_signal = SIGTERM;
 };
 
 struct TrainSummary {
@@ -49,7 +64,8 @@ struct TrainSummary {
   std::vector<double> losses;            // mean train loss per step, index step - first_step
   std::vector<int64_t> loss_spike_steps;  // steps flagged by LossSpikeDetector (loss_spike.h)
   std::string last_checkpoint;           // folder of the last checkpoint saved; empty: none
-  bool stopped = false;                  // ended early on SIGTERM (after saving)
+  bool stopped = false;                  // ended early on SIGTERM or SIGINT (after saving)
+  std::string stop_signal;               // "SIGTERM" or "SIGINT" when stopped
   int64_t tokens = 0;                    // tokens trained on (steps * B * T)
   double first_train_loss = 0.0;         // mean loss of step 1
   double final_train_loss = 0.0;         // mean loss of the last step

@@ -44,10 +44,14 @@ struct Launched {
 };
 
 // Runs `run` under `plan` with one rank per process; rank 0 first clears `root` (no other rank
-// touches it before the first save, which needs rank 0).
+// touches it before the first save, which needs rank 0). With --overwrite semantics, so that a
+// rank checking the folder before rank 0 cleared it (a folder left by an earlier run of the test)
+// does not refuse the fresh run.
 Launched RunUnderMpi(const spec::RunFile& run, const spec::Plan& plan,
-                     const train::ParallelTrainerOptions& options) {
+                     const train::ParallelTrainerOptions& given) {
   Launched out;
+  train::ParallelTrainerOptions options = given;
+  options.overwrite = true;
   const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
   if (env_rank != nullptr && std::string(env_rank) == "0" && !run.train.checkpoint.dir.empty()) {
     std::error_code ec;

@@ -131,8 +131,8 @@ grep -q "continuing at step $((resume_step + 1))" auto.log ||
 python3 - "$resume_step" <<'EOF' || fail "the trajectories differ"
 import json, sys
 first = int(sys.argv[1]) + 1
-def losses(path):
-    return {j["step"]: j["loss"] for j in map(json.loads, open(path))}
+def losses(path):  # step lines only (a resumed run's file starts with a resume record)
+    return {j["step"]: j["loss"] for j in map(json.loads, open(path)) if "event" not in j}
 def pipelines(plan):  # the layout, without names and comments
     return json.dumps(plan["pipelines"], sort_keys=True)
 auto, copy, ref = losses("auto.jsonl"), losses("copy.jsonl"), losses("reference.jsonl")

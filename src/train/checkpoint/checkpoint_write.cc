@@ -1,9 +1,11 @@
-// Saving checkpoints: stage files, indices, sidecar and the atomic commit (see checkpoint.h).
+// Saving checkpoints: stage files, indices, config.json, sidecar and the atomic commit, the
+// marker file and what may be deleted (see checkpoint.h).
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -13,6 +15,7 @@
 #include "core/file_util.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/checkpoint_paths.h"
+#include "train/checkpoint/model_config.h"
 #include "train/checkpoint/sha256.h"
 #include "train/checkpoint/shards.h"
 
@@ -24,33 +27,48 @@ using nlohmann::json;
 namespace {
 
 Status FsyncPath(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return Err("{}: cannot open for fsync: {}", path, std::strerror(errno));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return Err(WriteErrorCode(err), "{}: cannot open for fsync: {}", path, std::strerror(err));
+  }
   const bool ok = ::fsync(fd) == 0;
-  const std::string reason = ok ? "" : std::strerror(errno);
+  const int err = errno;
   ::close(fd);
-  if (!ok) return Err("{}: fsync failed: {}", path, reason);
+  if (!ok) return Err(WriteErrorCode(err), "{}: fsync failed: {}", path, std::strerror(err));
   return Status::Ok();
 }
 
 // Writes a small text file into the (temporary) checkpoint folder, fsynced; returns its record.
+// O_EXCL | O_NOFOLLOW: the folder is ours and fresh, nothing there is written over or through.
 Result<FileRecord> WriteTextFile(const std::string& dir, const std::string& name,
                                  const std::string& text) {
   const std::string path = dir + "/" + name;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Err("{}: cannot create: {}", path, std::strerror(errno));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    return Err(WriteErrorCode(err), "{}: cannot create: {}", path, std::strerror(err));
+  }
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      const std::string reason = std::strerror(errno);
+      const int err = errno;
       ::close(fd);
-      return Err("{}: write failed: {}", path, reason);
+      return Err(WriteErrorCode(err), "{}: write failed: {}", path, std::strerror(err));
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return Err("{}: fsync/close failed", path);
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Err(WriteErrorCode(err), "{}: fsync failed: {}", path, std::strerror(err));
+  }
+  if (::close(fd) != 0) {
+    const int err = errno;
+    return Err(WriteErrorCode(err), "{}: close failed: {}", path, std::strerror(err));
+  }
   return FileRecord{name, text.size(), Sha256Hex(text), {}};
 }
 
@@ -73,27 +91,48 @@ Result<FileRecord> RecordFromJson(const json& j) {
                       j.at("sha256").get<std::string>(),
                       j.at("tensors").get<std::vector<std::string>>()};
   } catch (const json::exception& e) {
-    return Err("stage files: bad file record: {}", e.what());
+    return Err(StatusCode::kInternal, "stage files: bad file record: {}", e.what());
   }
 }
 
-// Removes complete checkpoints beyond the newest `keep_last`, never `keep`.
-void Prune(const std::string& root, int64_t keep_last, const std::string& keep) {
-  std::vector<std::pair<int64_t, std::string>> complete;
+bool HasMarker(const fs::path& dir) {
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    const std::string name = entry.path().filename().string();
-    const std::optional<int64_t> step = internal::ParseCheckpointDirName(name);
-    if (step && fs::exists(entry.path() / kSidecarFile, ec)) complete.emplace_back(*step, name);
-  }
-  std::sort(complete.begin(), complete.end());
+  return fs::is_regular_file(dir / kMarkerFile, ec) && !fs::is_symlink(dir, ec);
+}
+
+// Removes a folder motley wrote (it carries the marker); a folder without it is left alone.
+void RemoveIfMarked(const fs::path& dir) {
+  std::error_code ec;
+  if (HasMarker(dir)) fs::remove_all(dir, ec);  // best effort: a leftover is harmless
+}
+
+// Removes marked complete checkpoints beyond the newest `keep_last`, never `keep`.
+void Prune(const std::string& root, int64_t keep_last, const std::string& keep) {
+  const std::vector<std::pair<int64_t, std::string>> complete = MarkedCheckpoints(root);
   const auto excess = static_cast<int64_t>(complete.size()) - std::max<int64_t>(keep_last, 1);
   for (int64_t i = 0; i < excess; ++i) {
     const std::string& name = complete[static_cast<size_t>(i)].second;
     if (name == keep) continue;
-    fs::remove_all(fs::path(root) / name, ec);  // best effort: a leftover is harmless
+    RemoveIfMarked(fs::path(root) / name);
   }
 }
+
+// kFailedPrecondition when `latest` names a step newer than `step`.
+Status CheckLatestDoesNotMoveBack(const std::string& root, int64_t step) {
+  const std::optional<int64_t> latest = LatestStep(root);
+  if (latest && *latest > step) {
+    return Err(StatusCode::kFailedPrecondition,
+               "{}/{} names {}, newer than the step {} being saved: refusing to move it back "
+               "(another run writes into this folder? resume from it, or train into another "
+               "folder)",
+               root, kLatestFile, CheckpointDirName(*latest), step);
+  }
+  return Status::Ok();
+}
+
+constexpr const char* kMarkerText =
+    "A motley checkpoint folder (docs/formats/checkpoint.md). motley deletes only folders that "
+    "hold this file (keep-last pruning, --overwrite).\n";
 
 }  // namespace
 
@@ -110,7 +149,8 @@ json StageFilesToJson(const StageFiles& files) {
 Result<StageFiles> StageFilesFromJson(const json& j) {
   if (!j.is_object() || !j.contains("stage") || !j["stage"].is_number_integer() ||
       !j.contains("model")) {
-    return Err("stage files: expected {{\"stage\", \"model\", \"optimizer\"}}, got {}", j.dump());
+    return Err(StatusCode::kInternal,
+               "stage files: expected {{\"stage\", \"model\", \"optimizer\"}}, got {}", j.dump());
   }
   StageFiles files;
   files.stage = j["stage"].get<int>();
@@ -122,17 +162,140 @@ Result<StageFiles> StageFilesFromJson(const json& j) {
   return files;
 }
 
+namespace {
+
+// `p` absolute, with its existing part's links resolved, lexically normal, no trailing slash.
+fs::path Resolved(const fs::path& p, std::error_code& ec) {
+  fs::path out = fs::weakly_canonical(fs::absolute(p, ec), ec).lexically_normal();
+  if (!out.has_filename() && out != out.root_path()) out = out.parent_path();
+  return out;
+}
+
+}  // namespace
+
+Status CheckCheckpointRoot(const std::string& root) {
+  if (root.empty()) {
+    return Err(StatusCode::kInvalidArgument, "checkpoint folder: empty path");
+  }
+  std::error_code ec;
+  const fs::path canonical = Resolved(root, ec);
+  if (ec) {
+    return Err(StatusCode::kInvalidArgument, "{}: cannot resolve the checkpoint folder: {}", root,
+               ec.message());
+  }
+  if (canonical == canonical.root_path()) {
+    return Err(StatusCode::kInvalidArgument,
+               "{}: the file-system root cannot be a checkpoint folder (motley creates and "
+               "deletes step-N folders there): choose a folder of its own",
+               root);
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    const fs::path home_dir = Resolved(home, ec);
+    if (!ec && canonical == home_dir) {
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: the home directory cannot be a checkpoint folder (motley creates and "
+                 "deletes step-N folders there): choose a folder of its own, e.g. {}/checkpoints",
+                 root, home);
+    }
+  }
+  if (fs::exists(fs::symlink_status(root, ec)) && !fs::is_directory(root, ec)) {
+    return Err(StatusCode::kInvalidArgument, "{}: exists and is not a folder", root);
+  }
+  return Status::Ok();
+}
+
+std::optional<int64_t> LatestStep(const std::string& root) {
+  std::error_code ec;
+  const fs::path latest = fs::path(root) / kLatestFile;
+  if (!fs::is_regular_file(fs::symlink_status(latest, ec))) return std::nullopt;
+  auto text = ReadFile(latest.string());
+  if (!text.ok()) return std::nullopt;
+  std::string name = *text;
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  const std::optional<int64_t> step = internal::ParseCheckpointDirName(name);
+  if (!step || !fs::exists(fs::path(root) / name / kSidecarFile, ec)) return std::nullopt;
+  return step;
+}
+
+std::vector<std::pair<int64_t, std::string>> MarkedCheckpoints(const std::string& root) {
+  std::vector<std::pair<int64_t, std::string>> complete;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::optional<int64_t> step = internal::ParseCheckpointDirName(name);
+    if (step && HasMarker(entry.path()) && fs::exists(entry.path() / kSidecarFile, ec)) {
+      complete.emplace_back(*step, name);
+    }
+  }
+  std::sort(complete.begin(), complete.end());
+  return complete;
+}
+
+Result<int> RemoveMarkedCheckpoints(const std::string& root) {
+  MOTLEY_RETURN_IF_ERROR(CheckCheckpointRoot(root));
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return 0;
+  std::vector<fs::path> marked;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (entry.path().filename().string().rfind("step-", 0) == 0 && HasMarker(entry.path())) {
+      marked.push_back(entry.path());
+    }
+  }
+  if (ec) {
+    return Err(WriteErrorCode(ec.value()), "{}: cannot list the checkpoint folder: {}", root,
+               ec.message());
+  }
+  for (const fs::path& dir : marked) {
+    fs::remove_all(dir, ec);
+    if (ec) {
+      return Err(WriteErrorCode(ec.value()), "{}: cannot remove: {}", dir.string(), ec.message());
+    }
+  }
+  const fs::path latest = fs::path(root) / kLatestFile;
+  if (fs::is_regular_file(fs::symlink_status(latest, ec))) fs::remove(latest, ec);
+  return static_cast<int>(marked.size());
+}
+
 Result<std::string> BeginCheckpoint(const std::string& root, int64_t step) {
   MOTLEY_CHECK(step >= 0, "BeginCheckpoint: negative step");
+  MOTLEY_RETURN_IF_ERROR(CheckCheckpointRoot(root));
+  MOTLEY_RETURN_IF_ERROR(CheckLatestDoesNotMoveBack(root, step));
   std::error_code ec;
   fs::create_directories(root, ec);
-  if (ec) return Err("{}: cannot create the checkpoint folder: {}", root, ec.message());
+  if (ec) {
+    return Err(WriteErrorCode(ec.value()), "{}: cannot create the checkpoint folder: {}", root,
+               ec.message());
+  }
   const std::string tmp = root + "/" + CheckpointDirName(step) + ".tmp";
-  fs::remove_all(tmp, ec);  // a stale folder of an interrupted save
-  if (ec) return Err("{}: cannot remove a stale temporary folder: {}", tmp, ec.message());
+  const fs::file_status st = fs::symlink_status(tmp, ec);
+  if (fs::exists(st)) {  // a stale folder of an interrupted save, or something else
+    if (fs::is_directory(st) && (HasMarker(tmp) || fs::is_empty(tmp, ec))) {
+      fs::remove_all(tmp, ec);
+      if (ec) {
+        return Err(WriteErrorCode(ec.value()), "{}: cannot remove a stale temporary folder: {}",
+                   tmp, ec.message());
+      }
+    } else {
+      return Err(StatusCode::kFailedPrecondition,
+                 "{}: exists and is not a folder motley wrote (no '{}' marker file): move it "
+                 "away; motley never deletes what it did not write",
+                 tmp, kMarkerFile);
+    }
+  }
   fs::create_directory(tmp, ec);
-  if (ec) return Err("{}: cannot create: {}", tmp, ec.message());
+  if (ec) {
+    return Err(WriteErrorCode(ec.value()), "{}: cannot create: {}", tmp, ec.message());
+  }
+  Result<FileRecord> marker = WriteTextFile(tmp, kMarkerFile, kMarkerText);
+  if (!marker.ok()) {
+    fs::remove_all(tmp, ec);  // ours: just created
+    return marker.status();
+  }
   return tmp;
+}
+
+void AbortCheckpoint(const std::string& tmp_dir) {
+  RemoveIfMarked(tmp_dir);
 }
 
 namespace {
@@ -159,21 +322,22 @@ Result<std::vector<float>> WholeTensor(const StageToSave& source, const model::P
     MOTLEY_CHECK(r.backend != nullptr && r.params != nullptr, "StageToSave: null TP rank");
     const model::Parameter* q = r.params->Find(p.name());
     if (q == nullptr || q->info.shard_dim != dim || !(q->info.full_shape == full_shape)) {
-      return Err("tensor '{}': a TP rank's set lacks it or shards it differently", p.name());
+      return Err(StatusCode::kInternal,
+                 "tensor '{}': a TP rank's set lacks it or shards it differently", p.name());
     }
     if (!offsets.insert(q->info.shard_offset).second) {
-      return Err("tensor '{}': two TP ranks hold the shard at offset {}", p.name(),
-                 q->info.shard_offset);
+      return Err(StatusCode::kInternal, "tensor '{}': two TP ranks hold the shard at offset {}",
+                 p.name(), q->info.shard_offset);
     }
     const std::vector<float> part = ToHost(*r.backend, q->*member);
     PlaceSlice(full, full_shape, dim, q->info.shard_offset, part, q->info.shape);
     covered += q->info.shape[dim];
   }
   if (covered != full_shape[dim]) {
-    return Err(
-        "tensor '{}': the TP shards cover {} of {} along dimension {}: pass every TP "
-        "rank's set",
-        p.name(), covered, full_shape[dim], dim);
+    return Err(StatusCode::kInternal,
+               "tensor '{}': the TP shards cover {} of {} along dimension {}: pass every TP "
+               "rank's set",
+               p.name(), covered, full_shape[dim], dim);
   }
   return full;
 }
@@ -197,7 +361,8 @@ Result<StageFiles> WriteStageFiles(const std::string& tmp_dir, int stage, int nu
     model_views.push_back({p.name(), dims, values.back()});
     if (save_optimizer) {
       if (!p.m.defined() || !p.v.defined()) {
-        return Err("stage {}: the AdamW moments of '{}' are not allocated (a ZeRO-1 set keeps them "
+        return Err(StatusCode::kInternal,
+                   "stage {}: the AdamW moments of '{}' are not allocated (a ZeRO-1 set keeps them "
                    "sharded: gather them first, parallel/zero1.h)",
                    stage, p.name());
       }
@@ -225,10 +390,12 @@ Result<StageFiles> WriteStageFiles(const std::string& tmp_dir, int stage, int nu
   return files;
 }
 
-Result<std::string> CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
-                                     const CheckpointMetadata& metadata,
-                                     const std::vector<StageFiles>& stages,
-                                     const SaveOptions& options) {
+namespace {
+
+// CommitCheckpoint without the clean-up of the temporary folder on failure.
+Result<std::string> Commit(const std::string& root, const std::string& tmp_dir,
+                           const CheckpointMetadata& metadata,
+                           const std::vector<StageFiles>& stages, const SaveOptions& options) {
   auto phase = [&](std::string_view name) {
     return options.fault_hook ? options.fault_hook(name) : Status::Ok();
   };
@@ -241,7 +408,8 @@ Result<std::string> CommitCheckpoint(const std::string& root, const std::string&
   for (const StageFiles& s : stages) {
     for (const std::string& t : s.model.tensors) {
       if (!seen.insert(t).second) {
-        return Err("{}: tensor '{}' is written by two stages (stage {} repeats it)", tmp_dir, t,
+        return Err(StatusCode::kInternal,
+                   "{}: tensor '{}' is written by two stages (stage {} repeats it)", tmp_dir, t,
                    s.stage);
       }
       model_map[t] = s.model.name;
@@ -258,6 +426,21 @@ Result<std::string> CommitCheckpoint(const std::string& root, const std::string&
     }
     sidecar_stages.push_back(st);
   }
+  if (metadata.model) {  // the stages together must hold exactly the recorded model
+    for (const model::ParamInfo& info :
+         model::StageParamInfos(*metadata.model, model::StageLayout::Full(*metadata.model))) {
+      if (seen.erase(info.name) == 0) {
+        return Err(StatusCode::kInternal,
+                   "{}: no stage wrote tensor '{}' of the model '{}' the checkpoint records",
+                   tmp_dir, info.name, metadata.model->name);
+      }
+    }
+    if (!seen.empty()) {
+      return Err(StatusCode::kInternal,
+                 "{}: tensor '{}' is not a tensor of the model '{}' the checkpoint records",
+                 tmp_dir, *seen.begin(), metadata.model->name);
+    }
+  }
   MOTLEY_RETURN_IF_ERROR(phase("index"));
   MOTLEY_ASSIGN_OR_RETURN(
       FileRecord model_index,
@@ -273,45 +456,90 @@ Result<std::string> CommitCheckpoint(const std::string& root, const std::string&
             json{{"metadata", {{"total_size", opt_bytes}}}, {"weight_map", opt_map}}.dump(2)));
     records.push_back(opt_index);
   }
+  if (metadata.model) {
+    MOTLEY_ASSIGN_OR_RETURN(
+        FileRecord config,
+        WriteTextFile(tmp_dir, kHfConfigFile, ModelToHfConfig(*metadata.model).dump(2) + "\n"));
+    records.push_back(config);
+  }
 
   MOTLEY_RETURN_IF_ERROR(phase("sidecar"));
   json files = json::object();
   for (const FileRecord& r : records) files[r.name] = {{"bytes", r.bytes}, {"sha256", r.sha256}};
-  const json sidecar = {{"format", "motley-checkpoint"},
-                        {"version", 1},
-                        {"step", metadata.step},
-                        {"consumed_samples", metadata.consumed_samples},
-                        {"config_hash", metadata.config_hash},
-                        {"rng", metadata.rng},
-                        {"data_loader", metadata.data_loader},
-                        {"plan", metadata.plan},
-                        {"stages", sidecar_stages},
-                        {"files", files}};
+  nlohmann::ordered_json sidecar;
+  sidecar["format"] = "motley-checkpoint";
+  sidecar["version"] = 2;
+  sidecar["step"] = metadata.step;
+  sidecar["consumed_samples"] = metadata.consumed_samples;
+  sidecar["config_hash"] = metadata.config_hash;
+  sidecar["model"] = metadata.model ? ModelConfigToJson(*metadata.model) : nullptr;
+  sidecar["train"] = metadata.train;
+  sidecar["rng"] = metadata.rng;
+  sidecar["data_loader"] = metadata.data_loader;
+  sidecar["plan"] = metadata.plan;
+  sidecar["stages"] = sidecar_stages;
+  sidecar["files"] = files;
   MOTLEY_RETURN_IF_ERROR(WriteTextFile(tmp_dir, kSidecarFile, sidecar.dump(2)).status());
 
   MOTLEY_RETURN_IF_ERROR(phase("fsync"));
   MOTLEY_RETURN_IF_ERROR(FsyncPath(tmp_dir));
 
   MOTLEY_RETURN_IF_ERROR(phase("rename"));
+  MOTLEY_RETURN_IF_ERROR(CheckLatestDoesNotMoveBack(root, metadata.step));
   const std::string name = CheckpointDirName(metadata.step);
   const std::string final_dir = root + "/" + name;
   const std::string old_dir = final_dir + ".old";
   std::error_code ec;
-  fs::remove_all(old_dir, ec);
-  if (fs::exists(final_dir, ec)) {  // saving the same step again (e.g. after a resume)
+  RemoveIfMarked(old_dir);
+  bool moved_aside = false;
+  if (fs::exists(fs::symlink_status(final_dir, ec))) {  // saving the same step again
+    if (!HasMarker(final_dir)) {
+      return Err(StatusCode::kFailedPrecondition,
+                 "{}: exists and is not a folder motley wrote (no '{}' marker file): move it "
+                 "away; motley never replaces what it did not write",
+                 final_dir, kMarkerFile);
+    }
     fs::rename(final_dir, old_dir, ec);
-    if (ec) return Err("{}: cannot move the previous copy aside: {}", final_dir, ec.message());
+    if (ec) {
+      return Err(WriteErrorCode(ec.value()), "{}: cannot move the previous copy aside: {}",
+                 final_dir, ec.message());
+    }
+    moved_aside = true;
   }
+  // From here a failure puts the previous state back.
+  auto roll_back = [&](Status s) {
+    std::error_code ignored;
+    if (fs::exists(final_dir, ignored) && !fs::exists(tmp_dir, ignored)) {
+      RemoveIfMarked(final_dir);
+    }
+    if (moved_aside) fs::rename(old_dir, final_dir, ignored);
+    return s;
+  };
   fs::rename(tmp_dir, final_dir, ec);
-  if (ec) return Err("{}: rename to {} failed: {}", tmp_dir, final_dir, ec.message());
-  MOTLEY_RETURN_IF_ERROR(FsyncPath(root));
-  fs::remove_all(old_dir, ec);
-
-  MOTLEY_RETURN_IF_ERROR(phase("latest"));
-  MOTLEY_RETURN_IF_ERROR(WriteFileAtomic(root + "/" + kLatestFile, name + "\n"));
-  MOTLEY_RETURN_IF_ERROR(FsyncPath(root));
+  if (ec) {
+    return roll_back(Err(WriteErrorCode(ec.value()), "{}: rename to {} failed: {}", tmp_dir,
+                         final_dir, ec.message()));
+  }
+  if (Status s = FsyncPath(root); !s.ok()) return roll_back(s);
+  if (Status s = phase("latest"); !s.ok()) return roll_back(s);
+  // WriteFileAtomic fsyncs ROOT after its rename.
+  if (Status s = WriteFileAtomic(root + "/" + kLatestFile, name + "\n"); !s.ok()) {
+    return roll_back(s);
+  }
+  RemoveIfMarked(old_dir);
   Prune(root, options.keep_last, name);
   return final_dir;
+}
+
+}  // namespace
+
+Result<std::string> CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
+                                     const CheckpointMetadata& metadata,
+                                     const std::vector<StageFiles>& stages,
+                                     const SaveOptions& options) {
+  Result<std::string> committed = Commit(root, tmp_dir, metadata, stages, options);
+  if (!committed.ok()) AbortCheckpoint(tmp_dir);  // a no-op once it was renamed
+  return committed;
 }
 
 Result<std::string> SaveCheckpoint(const std::string& root, const CheckpointMetadata& metadata,
@@ -326,11 +554,16 @@ Result<std::string> SaveCheckpoint(const std::string& root, const CheckpointMeta
   std::vector<StageFiles> written;
   const int n = static_cast<int>(stages.size());
   for (int s = 0; s < n; ++s) {
-    MOTLEY_RETURN_IF_ERROR(phase(fmt::format("stage {}", s)));
-    MOTLEY_ASSIGN_OR_RETURN(
-        StageFiles files,
-        WriteStageFiles(tmp, s, n, stages[static_cast<size_t>(s)], options.save_optimizer));
-    written.push_back(std::move(files));
+    Status ready = phase(fmt::format("stage {}", s));
+    Result<StageFiles> files =
+        ready.ok()
+            ? WriteStageFiles(tmp, s, n, stages[static_cast<size_t>(s)], options.save_optimizer)
+            : Result<StageFiles>(ready);
+    if (!files.ok()) {
+      AbortCheckpoint(tmp);
+      return files.status();
+    }
+    written.push_back(std::move(*files));
   }
   return CommitCheckpoint(root, tmp, metadata, written, options);
 }

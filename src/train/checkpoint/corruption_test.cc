@@ -144,11 +144,12 @@ TEST_F(Corruption, OffsetsDisagreeWithShape) {
   ExpectRejected({"model.layers.0.input_layernorm.weight", "needs"});
 }
 
+// BF16 and F16 are read (converted to fp32); other dtypes are not.
 TEST_F(Corruption, UnsupportedDtype) {
   testing::RewriteHeader(
-      Model0(), [](nlohmann::json& h) { h["model.embed_tokens.weight"]["dtype"] = "BF16"; });
+      Model0(), [](nlohmann::json& h) { h["model.embed_tokens.weight"]["dtype"] = "F64"; });
   testing::RehashSidecar(dir_);
-  ExpectRejected({"model.embed_tokens.weight", "BF16", "not supported"});
+  ExpectRejected({"model.embed_tokens.weight", "F64", "not supported"});
 }
 
 TEST_F(Corruption, ShapeMismatchWithTheTargetModel) {

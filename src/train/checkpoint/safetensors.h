@@ -3,8 +3,9 @@
 //   {"<name>": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
 //    "__metadata__": {"<key>": "<string>"}}
 // (padded with spaces to a multiple of 8), then the raw little-endian data; offsets are relative
-// to the first byte after the header. Only F32 is written and read (motley's parameters and
-// moments are f32).
+// to the first byte after the header. motley writes F32 (its parameters and moments are fp32) and
+// reads F32, BF16 and F16, converting the 16-bit types to fp32 exactly (every BF16 and F16 value
+// is a float; F16 subnormals, infinities and NaN included).
 //
 // The reader rejects, with an error naming the file and the tensor: a file shorter than 8 bytes,
 // a header length past the end of the file, a header that is not JSON or not an object, an entry
@@ -26,12 +27,19 @@ namespace motley::train {
 
 struct SafetensorsEntry {
   std::string name;
-  std::string dtype;  // "F32"
+  std::string dtype;  // "F32", "BF16" or "F16"
   std::vector<int64_t> shape;
   uint64_t begin = 0;  // byte offsets relative to the data start
   uint64_t end = 0;
   int64_t numel() const;
+  uint64_t element_bytes() const;  // 4 for F32, 2 for BF16 and F16
 };
+
+// The element size of a dtype motley reads ("F32": 4, "BF16" and "F16": 2); 0 for any other.
+uint64_t SafetensorsElementBytes(const std::string& dtype);
+// Exact conversions of one 16-bit value (IEEE 754 binary16; bfloat16, the top half of a float).
+float HalfToFloat(uint16_t bits);
+float Bfloat16ToFloat(uint16_t bits);
 
 struct SafetensorsHeader {
   std::vector<SafetensorsEntry> tensors;  // sorted by begin
@@ -54,7 +62,8 @@ struct WrittenFile {
   std::string sha256;
 };
 
-// Writes `path` (created or truncated), fsyncs it and closes it. Names must be unique and may not
+// Creates `path` (which must not exist: O_EXCL), writes, fsyncs and closes it; write errors carry
+// WriteErrorCode's code (a full disk is kResourceExhausted). Names must be unique and may not
 // be "__metadata__" (checked: bugs).
 Result<WrittenFile> WriteSafetensors(const std::string& path,
                                      const std::vector<HostTensorView>& tensors,
@@ -67,7 +76,7 @@ Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path);
 Result<SafetensorsHeader> ParseSafetensorsHeader(const std::string& path, const std::string& prefix,
                                                  uint64_t file_size);
 
-// Reads one tensor's data into `out` (entry.numel() floats).
+// Reads one tensor's data into `out` (entry.numel() floats), converted to fp32.
 Status ReadSafetensorsTensor(const std::string& path, const SafetensorsHeader& header,
                              const SafetensorsEntry& entry, std::span<float> out);
 
