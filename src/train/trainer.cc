@@ -57,7 +57,7 @@ double RunMicroBatch(model::Stage& stage, MicroBatchBuffers& buf, std::span<cons
 }
 
 // Mean validation loss over train.val_batches fixed global batches.
-double ValidationLoss(model::Stage& stage, MicroBatchBuffers& buf, const std::vector<int32_t>& val,
+double ValidationLoss(model::Stage& stage, MicroBatchBuffers& buf, const TokenSequence& val,
                       const spec::TrainSpec& train, const std::vector<SampleRange>& ranges,
                       std::vector<int32_t>& inputs, std::vector<int32_t>& targets) {
   double loss_sum = 0.0;
