@@ -16,7 +16,9 @@
 
 #include "cli/commands.h"
 #include "cli/fail.h"
+#include "cli/validators.h"
 #include "perf/profile.h"
+#include "spec/limits.h"
 #include "spec/run_file.h"
 #include "train/profiler.h"
 #include "train/trainer.h"
@@ -42,7 +44,8 @@ Status RunProfileOrError(const ProfileArgs& args) {
     if (run.cluster.device_types.empty()) return Err("{}: the cluster has no device types", args.run_path);
     type = run.cluster.device_types.front().name;
   } else if (run.cluster.FindDeviceType(type) == nullptr) {
-    return Err("--device-type: '{}' is not a device type of cluster '{}'", type, run.cluster.name);
+    return Err(StatusCode::kInvalidArgument,
+               "--device-type: '{}' is not a device type of cluster '{}'", type, run.cluster.name);
   }
   train::ProfileOptions options;
   options.micro_batch_sizes = args.micro_batches;
@@ -119,20 +122,22 @@ void AddProfileCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--micro-batches", args->micro_batches,
                   "Micro-batch sizes to measure, comma-separated (default 1,2,4)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--tp", args->tp, "TP degree: time one rank's shard, no communication (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(IntRange(1, spec::kMaxTokensPerStep));
+  cmd->add_option("--tp", args->tp,
+                  "TP degree: time one rank's shard, no communication (default 1)")
+      ->check(IntRange(1, spec::kMaxHeads));
   cmd->add_option("--device-type", args->device_type,
                   "Device type name the times are filed under (default: the cluster's first)");
   cmd->add_option("--threads", args->threads, "CPU threads (default: train.threads)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--repeats", args->repeats, "Timed passes per point; the median is kept (default 7)")
-      ->check(CLI::PositiveNumber);
+      ->check(IntRange(1, spec::kMaxThreads));
+  cmd->add_option("--repeats", args->repeats,
+                  "Timed passes per point; the median is kept (default 7)")
+      ->check(IntRange(1, 1000000));
   cmd->add_option("--companions", args->companions,
                   "Threads that run the same work untimed beside the timed one, as the other "
                   "ranks of a plan load the machine (default 0; 1 for plans on both cores of a "
                   "2-core machine)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(IntRange(0, spec::kMaxThreads));
   cmd->callback([args, &exit_code] {
     const Status s = RunProfileOrError(*args);
     exit_code = s.ok() ? 0 : Fail("profile", s);
