@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "motley_source_dir.h"
 #include "spec/limits.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
@@ -111,7 +112,7 @@ std::vector<Case> RunFileCases() {
        "bad.yaml: cluster.nodes[1].repeat: the cluster would have more than 131072 nodes"},
       // Strict YAML documents.
       {"second document", Run("tiny", Train("")) + "---\ncluster: other\n",
-       "bad.yaml:11: a second YAML document ('---'); a motley file holds one document"},
+       "bad.yaml:10: a second YAML document ('---') or text after the document"},
       {"empty second document", Run("tiny", Train("")) + "---\n", "a second YAML document"},
       {"duplicate top key", Run("tiny", Train("")) + "model: small\n",
        "bad.yaml: model: key given twice"},
@@ -169,6 +170,20 @@ TEST(HardeningTest, LimitsAcceptTheLargestRealValues) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->cluster.num_devices(), 16384);
   EXPECT_GT(r->model.TotalParams(), int64_t{400} * 1000 * 1000 * 1000);
+}
+
+TEST(HardeningTest, FuzzRegressionsEndWithAnError) {
+  // Inputs the fuzz targets found (fuzz/regressions/run_file): each must end, with an error.
+  const std::filesystem::path dir = std::string(MOTLEY_SOURCE_DIR) + "/fuzz/regressions/run_file";
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    Result<std::string> text = ReadFile(entry.path().string());
+    ASSERT_TRUE(text.ok()) << text.status().message();
+    Result<RunFile> r = ParseRunFile(*text, entry.path().filename().string(), "/nonexistent-dir");
+    EXPECT_FALSE(r.ok()) << entry.path();
+    ++n;
+  }
+  EXPECT_GE(n, 1);
 }
 
 TEST(HardeningTest, NestingBoundIsAnUpperEstimate) {

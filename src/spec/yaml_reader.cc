@@ -5,12 +5,14 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include "core/file_util.h"
 
@@ -82,6 +84,24 @@ Status CheckTree(const YAML::Node& node, std::string_view file, const std::strin
   }
   return Status::Ok();
 }
+
+// Records where each document starts; ignores everything else.
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { last = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+  YAML::Mark last;
+};
 
 // Whether a quote at text[i] opens a quoted scalar: it follows the start of the line, a blank,
 // or a flow indicator.
@@ -172,9 +192,23 @@ Result<YAML::Node> LoadYaml(std::string_view text, std::string_view file) {
     return Err(StatusCode::kInvalidArgument,
                "{}:{}: mappings and lists nested deeper than {} levels", file, line, kMaxYamlDepth);
   }
-  std::vector<YAML::Node> docs;
+  // The document itself (YAML::Load), then whether a second one follows: a parser walks the
+  // events of at most two documents. (YAML::LoadAll loops forever on some malformed input: its
+  // parser can report a document without consuming anything; found by fuzz/run_file_fuzz.cc,
+  // fuzz/regressions/run_file.)
+  YAML::Node root;
+  bool second = false;
+  YAML::Mark second_at;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    const std::string copy(text);
+    root = YAML::Load(copy);
+    std::istringstream stream(copy);
+    YAML::Parser parser(stream);
+    DocumentStarts starts;
+    if (parser.HandleNextDocument(starts) && parser.HandleNextDocument(starts)) {
+      second = true;
+      second_at = starts.last;
+    }
   } catch (const YAML::DeepRecursion& e) {
     return Err(StatusCode::kInvalidArgument,
                "{}:{}:{}: mappings and lists nested deeper than {} levels", file, e.mark.line + 1,
@@ -183,18 +217,16 @@ Result<YAML::Node> LoadYaml(std::string_view text, std::string_view file) {
     return Err(StatusCode::kInvalidArgument, "{}:{}:{}: YAML syntax error: {}", file,
                e.mark.line + 1, e.mark.column + 1, e.msg);
   }
-  if (docs.size() > 1) {
-    const YAML::Mark mark = docs[1].Mark();
+  if (second) {
     return Err(StatusCode::kInvalidArgument,
-               "{}:{}: a second YAML document ('---'); a motley file holds one document", file,
-               mark.line >= 0 ? mark.line + 1 : 0);
+               "{}:{}: a second YAML document ('---') or text after the document; a motley file "
+               "holds one document",
+               file, second_at.line >= 0 ? second_at.line + 1 : 0);
   }
-  if (docs.empty() || !docs[0].IsDefined() || docs[0].IsNull()) {
-    return FieldError(file, "", "empty document");
-  }
+  if (!root.IsDefined() || root.IsNull()) return FieldError(file, "", "empty document");
   size_t visited = 0;
-  MOTLEY_RETURN_IF_ERROR(CheckTree(docs[0], file, "", 0, &visited));
-  return docs[0];
+  MOTLEY_RETURN_IF_ERROR(CheckTree(root, file, "", 0, &visited));
+  return root;
 }
 
 Result<int64_t> ReadInt(const YAML::Node& node, std::string_view file, std::string_view path) {

@@ -36,7 +36,7 @@ inline constexpr size_t kMaxYamlNodes = size_t{1} << 22;
 //   nesting deeper than kMaxYamlDepth, found by a scan of the text before parsing (indentation,
 //     "- " entries and flow brackets; yaml-cpp also stops at 500 levels) and again in the tree;
 //   syntax errors: "<file>:<line>:<col>: YAML syntax error: <what>";
-//   a second document ("<file>:<line>: a second YAML document ('---')");
+//   a second document or text after the first ("<file>:<line>: a second YAML document ...");
 //   a key given twice in any mapping ("<file>: <path>: key given twice");
 //   more than kMaxYamlNodes nodes; an empty document ("<file>: empty document").
 Result<YAML::Node> LoadYaml(std::string_view text, std::string_view file);
