@@ -190,7 +190,7 @@ TEST_F(HardeningCliTest, AbsurdPhysicalQuantities) {
   Write("rate.yaml", "- {step: 1, device: 0, rate: 1e-300}\n");
   Expect("scenario: rate out of range",
          "train run-small.yaml --plan plan-ok.json --clock wall --inject rate.yaml", 2,
-         {"rate.yaml: events[0].rate: must be in [0.001, 1000]", "got 1e-300"});
+         {"rate.yaml: events[0].rate: must be in [0.001, 1]", "got 1e-300"});
 }
 
 TEST_F(HardeningCliTest, PlansThatWrapOrRepeatKeys) {

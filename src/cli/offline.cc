@@ -37,9 +37,9 @@ Result<std::pair<int, double>> ParseStraggler(std::string_view text, int num_dev
     return usage(fmt::format("device {} does not exist (the cluster has devices 0..{})", id,
                              num_devices - 1));
   }
-  if (!std::isfinite(rate) || rate < 1.0 || rate > spec::kMaxRate) {
-    return usage(fmt::format("the rate (times slower) must be in [1, {:g}], got {}", spec::kMaxRate,
-                             rate_text));
+  if (!std::isfinite(rate) || rate < 1.0 || rate > spec::kMaxSlowdown) {
+    return usage(fmt::format("the rate (times slower) must be in [1, {:g}], got {}",
+                             spec::kMaxSlowdown, rate_text));
   }
   return std::pair<int, double>(static_cast<int>(id), rate);
 }

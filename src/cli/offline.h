@@ -34,7 +34,8 @@ struct Offline {
 };
 
 // One --straggler value "ID=RATE": device ID of [0, num_devices) runs RATE times slower, RATE a
-// finite number in [1, spec::kMaxRate]. Errors (kInvalidArgument) name the option and the value.
+// finite number in [1, spec::kMaxSlowdown]. Errors (kInvalidArgument) name the option and the
+// value.
 Result<std::pair<int, double>> ParseStraggler(std::string_view text, int num_devices);
 
 // Builds the predictor of `run`. profile_path: a measured profile (docs/formats/profile.md) or

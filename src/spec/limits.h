@@ -4,16 +4,15 @@
 // any real system (the source of the comparison is given) and small enough that every product the
 // predictor, the simulator and the runtime form from validated values stays exact in int64 and
 // finite in double. Counts are int64; products of counts are checked with core/checked_math.h.
+// Error messages and docs spell some bounds out ("[1 MiB, 1 PiB]"); keep them in step.
 #pragma once
 
 #include <cstdint>
 
 namespace motley::spec {
 
-// --- model (ModelSpec)
-// ---------------------------------------------------------------------------- Llama 3.1 405B: 126
-// blocks, hidden 16384, F 53248, 128 heads, vocabulary 128256, context 128Ki (Meta, "The Llama 3
-// Herd of Models", 2024, Table 3).
+// Model (ModelSpec). Llama 3.1 405B: 126 blocks, hidden 16384, F 53248, 128 heads, vocabulary
+// 128256, context 128Ki (Meta, "The Llama 3 Herd of Models", 2024, Table 3).
 inline constexpr int64_t kMaxBlocks = int64_t{1} << 16;
 inline constexpr int64_t kMaxHidden = int64_t{1} << 20;
 inline constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;
@@ -27,21 +26,19 @@ inline constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
 // (value, gradient, two AdamW moments in f32) then stay below 2^52 bytes.
 inline constexpr int64_t kMaxParams = int64_t{1} << 48;
 
-// --- training (TrainSpec)
-// ------------------------------------------------------------------------- Tokens per step
-// (global_batch * seq_len): 2^40 = 1.1e12; Llama 3 trained with 16Mi = 2^24.
+// Training (TrainSpec). Tokens per step (global_batch * seq_len): 2^40 = 1.1e12; Llama 3 trained
+// with 16Mi = 2^24.
 inline constexpr int64_t kMaxTokensPerStep = int64_t{1} << 40;
 // Steps and the tokens of the whole run (steps * tokens per step): 2^40 steps, 2^60 tokens
-// (Llama 3 405B: 1.2e6 steps, 15.6e12 = 2^44 tokens), so consumed-sample counts fit int64.
+// (Llama 3 405B: about 1e6 steps, 15.6e12 ~ 2^44 tokens), so consumed-sample counts fit int64.
 inline constexpr int64_t kMaxSteps = int64_t{1} << 40;
 inline constexpr int64_t kMaxRunTokens = int64_t{1} << 60;
 // CPU threads per rank: libgomp cannot create 100000 threads and hangs (issue 17); 1024 is 4x the
 // largest CPU sockets sold today (256 hardware threads).
 inline constexpr int64_t kMaxThreads = 1024;
 
-// --- cluster (ClusterSpec)
-// ------------------------------------------------------------------------ Devices and nodes of one
-// cluster: xAI Colossus, 100k-200k GPUs (2024) -> 2^20 devices.
+// Cluster (ClusterSpec). Devices and nodes of one cluster: xAI Colossus has 100k-200k GPUs (2024)
+// -> 2^20 devices, 2^17 nodes.
 inline constexpr int64_t kMaxDevices = int64_t{1} << 20;
 inline constexpr int64_t kMaxNodes = int64_t{1} << 17;
 // Device memory: [1 MiB, 1 PiB]; the largest accelerator has 288 GB (AMD MI355X, 2025).
@@ -57,20 +54,17 @@ inline constexpr double kMaxBandwidth = 1e15;
 // Link latency: [0, 60 s]; a geostationary satellite hop is 0.6 s.
 inline constexpr double kMaxLatencySeconds = 60.0;
 
-// --- measured times (profiles)
-// -------------------------------------------------------------------- One block's forward or
-// backward pass: at most a day (the slowest profile ever written by motley profile is below a
-// second).
+// Measured times (profiles). One block's forward or backward pass: at most a day (the passes
+// motley profile measures on this project's machines take milliseconds).
 inline constexpr double kMaxPassSeconds = 86400.0;
 // Per-step work per parameter: at most 1 s (measured: ~1e-9 s, docs/formats/profile.md).
 inline constexpr double kMaxSecondsPerParam = 1.0;
 
-// --- stragglers
-// ----------------------------------------------------------------------------------- Scenario
-// rates (fraction of nominal speed) and --straggler rates (slowdown factors): a device or link
-// between 1000x slower and 1000x faster than its profile; beyond that the emulated times of a step
-// leave the range a wall clock can pace (a 1 s step at rate 1e-300 would last 1e300 s).
-inline constexpr double kMinRate = 1e-3;
-inline constexpr double kMaxRate = 1e3;
+// Stragglers. A straggler is at most 1000x slower than its profile: scenario rates (fractions of
+// nominal speed) lie in [1/1000, 1] and --straggler slowdowns in [1, 1000]. Beyond that the
+// emulated times of a step leave the range a clock can pace (a 1 s step at rate 1e-300 would last
+// 1e300 s, and the wall clock reported an MFU of 434%); a rate above 1 would claim more than the
+// device's peak, which the MFU is measured against.
+inline constexpr double kMaxSlowdown = 1e3;
 
 }  // namespace motley::spec

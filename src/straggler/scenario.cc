@@ -88,10 +88,10 @@ Result<ScenarioEvent> ParseEvent(const YAML::Node& node, const std::string& file
     return map.Error("rate",
                      fmt::format("must be a finite fraction of nominal speed > 0, got {}", e.rate));
   }
-  if (e.rate < spec::kMinRate || e.rate > spec::kMaxRate) {
-    return map.Error("rate", fmt::format("must be in [{:g}, {:g}] (1000x slower to 1000x faster), "
-                                         "got {:g}",
-                                         spec::kMinRate, spec::kMaxRate, e.rate));
+  if (e.rate < 1.0 / spec::kMaxSlowdown || e.rate > 1.0) {
+    return map.Error("rate", fmt::format("must be in [{:g}, 1] (at most {:g}x slower than nominal; "
+                                         "1 is healthy), got {:g}",
+                                         1.0 / spec::kMaxSlowdown, spec::kMaxSlowdown, e.rate));
   }
   const int targets =
       (map.Has("device") ? 1 : 0) + (map.Has("link") ? 1 : 0) + (map.Has("link_class") ? 1 : 0);
