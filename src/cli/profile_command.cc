@@ -6,6 +6,7 @@
 // the profile file the predictor reads (docs/formats/profile.md; `--profile` of motley plan,
 // predict and simulate). The file is read back and checked against the model before the command
 // reports success. Errors go to stderr with exit code 1.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "perf/profile.h"
 #include "spec/limits.h"
 #include "spec/run_file.h"
+#include "train/memory_check.h"
 #include "train/profiler.h"
 #include "train/trainer.h"
 
@@ -64,6 +66,23 @@ Status RunProfileOrError(const ProfileArgs& args) {
              run.model.vocab_size, options.seq_len, options.tp, options.threads,
              options.micro_batch_sizes.size(), type, options.companions);
   std::fflush(stdout);
+  // Before anything is allocated: one block with the embedding and the head at the largest size,
+  // on this host (train/memory_check.h), for the timed copy and each companion. (A TP degree that
+  // does not split the model is ProfileModel's error.)
+  if (run.model.SplitsForTensorParallel(args.tp)) {
+    model::StageLayout layout{0, 1, true, true};
+    layout.tp_degree = args.tp;
+    int64_t largest = 0;
+    for (const int64_t b : options.micro_batch_sizes) largest = std::max(largest, b);
+    MOTLEY_ASSIGN_OR_RETURN(
+        train::StageMemory need,
+        train::StageMemoryAtLeast(run.model, layout, largest, run.train.seq_len));
+    need.parameter_bytes *= 1 + options.companions;
+    need.activation_bytes *= 1 + options.companions;
+    MOTLEY_RETURN_IF_ERROR(train::CheckFits(
+        fmt::format("this host (profiling micro-batch {} x {})", largest, run.train.seq_len), need,
+        0, static_cast<double>(train::HostMemoryBytes())));
+  }
   MOTLEY_ASSIGN_OR_RETURN(std::vector<train::ProfilePoint> points,
                           train::ProfileModel(run.model, options));
   perf::Profile profile;
