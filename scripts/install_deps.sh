@@ -11,6 +11,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
   iproute2
+  # The sanitizer and fuzzing build of scripts/test.sh: clang 14, its runtimes (libFuzzer, ASan,
+  # UBSan) and its OpenMP runtime.
+  clang-14 libclang-rt-14-dev libomp-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

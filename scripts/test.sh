@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set-up command 2 of README.md (and what CI runs): install dependencies, build with warnings as
-# errors, run the layering check and the whole test suite, then build the unit tests under
-# AddressSanitizer + UndefinedBehaviorSanitizer and run them. Exits non-zero if anything fails.
+# errors, run the layering check and the whole test suite, then build the unit tests and the
+# libFuzzer targets with clang under AddressSanitizer + UndefinedBehaviorSanitizer and run them.
+# Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -35,11 +36,23 @@ cmake --build build -j "$jobs"
 echo "== tests"
 ctest --test-dir build --output-on-failure -j "$jobs" --label-exclude bench
 
-echo "== ASan/UBSan build of the unit tests"
+echo "== ASan/UBSan build (clang) of the unit tests and the fuzz targets"
 # Without CUDA: the GPU code cannot run under the host sanitizers (and skips without a GPU); the
-# first build already compiled it with warnings as errors.
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMOTLEY_SANITIZE=ON \
-  -DMOTLEY_BUILD_BENCH=OFF -DMOTLEY_WITH_CUDA=OFF -DCMAKE_COMPILE_WARNING_AS_ERROR=ON
+# first build already compiled it with warnings as errors. clang, because libFuzzer is clang's:
+# every object is built with -fsanitize=fuzzer-no-link,address,undefined (MOTLEY_SANITIZE +
+# MOTLEY_FUZZ), so the unit tests and the fuzz targets share this one build. A build-asan folder
+# configured with another compiler is started afresh.
+if [[ -f build-asan/CMakeCache.txt ]] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang++' build-asan/CMakeCache.txt; then
+  rm -rf build-asan
+fi
+CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+  -DMOTLEY_SANITIZE=ON -DMOTLEY_FUZZ=ON -DMOTLEY_BUILD_BENCH=OFF -DMOTLEY_WITH_CUDA=OFF \
+  -DCMAKE_COMPILE_WARNING_AS_ERROR=ON
 cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit
+
+echo "== fuzz targets: seed corpus + regressions + a fixed number of runs from a fixed seed"
+# docs/fuzzing.md: what each target reads, how to fuzz longer, what to do with a crash.
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" -L fuzz

@@ -98,19 +98,19 @@ TEST_F(CliTest, HelpWorksOnEveryCommand) {
   EXPECT_NE(schedule.out.find("--kind"), std::string::npos);
 }
 
-TEST_F(CliTest, UsageErrorsExitOne) {
+TEST_F(CliTest, UsageErrorsExitTwo) {  // docs/exit-codes.md
   Outcome none = Run("");
-  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_EQ(none.exit_code, 2);
   EXPECT_FALSE(none.err.empty());
   Outcome unknown = Run("frobnicate");
-  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(unknown.exit_code, 2);
   Outcome missing = Run("schedule --stages 2");
-  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("micro-batches"), std::string::npos) << missing.err;
   Outcome bad_kind = Run("schedule --stages 2 --micro-batches 4 --kind zigzag");
-  EXPECT_EQ(bad_kind.exit_code, 1);
+  EXPECT_EQ(bad_kind.exit_code, 2);
   Outcome bad_steps = Run("train --steps 0");
-  EXPECT_EQ(bad_steps.exit_code, 1);
+  EXPECT_EQ(bad_steps.exit_code, 2);
 }
 
 TEST_F(CliTest, ValidatePrintsASummary) {
@@ -129,17 +129,17 @@ TEST_F(CliTest, BadRunFileNamesFileAndField) {
   const std::string run = Write("bad.yaml", text);
   for (const char* cmd : {"validate ", "train "}) {
     Outcome o = Run(cmd + run);
-    EXPECT_EQ(o.exit_code, 1) << cmd;
+    EXPECT_EQ(o.exit_code, 2) << cmd;
     EXPECT_NE(o.err.find("bad.yaml"), std::string::npos) << o.err;
     EXPECT_NE(o.err.find("train.global_batch"), std::string::npos) << o.err;
     EXPECT_TRUE(o.out.find("done:") == std::string::npos);
   }
   const std::string typo = Write("typo.yaml", TinyRun("  stepz: 3\n"));
   Outcome t = Run("validate " + typo);
-  EXPECT_EQ(t.exit_code, 1);
+  EXPECT_EQ(t.exit_code, 2);
   EXPECT_NE(t.err.find("stepz"), std::string::npos) << t.err;
   Outcome missing = Run("validate " + Path("nope.yaml"));
-  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("nope.yaml"), std::string::npos) << missing.err;
 }
 
@@ -147,7 +147,7 @@ TEST_F(CliTest, BadDataFileNamesTheFile) {
   const std::string run =
       Write("run.yaml", TinyRun("  data: {format: u16, train_path: " + Path("none.bin") + "}\n"));
   Outcome o = Run("train " + run);
-  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.err.find("none.bin"), std::string::npos) << o.err;
 }
 
@@ -437,7 +437,7 @@ TEST_F(CliTest, ProfileWritesAFileThePredictorReads) {
   EXPECT_NE(with.out, without.out);  // the measured times replace the roofline's
   // A TP degree that does not divide the heads is refused, naming the option.
   Outcome bad = Run("profile " + run + " -o " + prof + " --tp 3");
-  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--tp 3"), std::string::npos) << bad.err;
 }
 

@@ -12,12 +12,19 @@
 
 #include "cli/commands.h"
 #include "cli/fail.h"
+#include "cli/validators.h"
+#include "spec/limits.h"
 #include "spec/run_file.h"
 #include "train/generate.h"
 #include "train/trainer.h"
 
 namespace motley::cli {
 namespace {
+
+// --tokens: 1Mi sampled tokens (a megabyte of text from the byte tokenizer).
+constexpr int64_t kMaxGeneratedTokens = int64_t{1} << 20;
+// --temperature: logits / T; above 100 sampling is uniform to within 1% for logits within +-1.
+constexpr double kMaxTemperature = 100.0;
 
 struct GenerateArgs {
   std::string run_path;
@@ -71,13 +78,13 @@ void AddGenerateCommand(CLI::App& app, int& exit_code) {
       ->type_name("TEXT")
       ->required();
   cmd->add_option("--tokens", args->tokens, "Tokens to sample (default 200)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(IntRange(0, kMaxGeneratedTokens));
   cmd->add_option("--temperature", args->temperature,
                   "Softmax temperature; 0 (default) picks the most likely token")
-      ->check(CLI::NonNegativeNumber);
+      ->check(FiniteRange(0, kMaxTemperature));
   cmd->add_option("--seed", args->seed, "Seed of the sampling stream (temperature > 0)");
   cmd->add_option("--threads", args->threads, "CPU threads (default: train.threads)")
-      ->check(CLI::PositiveNumber);
+      ->check(IntRange(1, spec::kMaxThreads));
   cmd->callback([args, &exit_code] { exit_code = RunGenerate(*args); });
 }
 

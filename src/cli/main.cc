@@ -33,9 +33,10 @@ int main(int argc, char** argv) {
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-      // --help / --version exit 0 after printing to stdout; usage errors go to stderr, exit 1.
+      // --help / --version exit 0 after printing to stdout; usage errors (an unknown option, a
+      // value out of range) go to stderr and exit 2, as every input error (docs/exit-codes.md).
       const int code = app.exit(e);
-      return code == 0 ? 0 : 1;
+      return code == 0 ? 0 : 2;
     }
     return exit_code;
   } catch (const std::exception& e) {

@@ -2,16 +2,47 @@
 #include "cli/offline.h"
 
 #include <algorithm>
-#include <exception>
-#include <stdexcept>
+#include <charconv>
+#include <cmath>
 #include <string_view>
+#include <system_error>
 #include <utility>
 
 #include <fmt/core.h>
 
 #include "perf/profile.h"
+#include "spec/limits.h"
 
 namespace motley::cli {
+
+Result<std::pair<int, double>> ParseStraggler(std::string_view text, int num_devices) {
+  auto usage = [&](std::string_view reason) {
+    return Err(StatusCode::kInvalidArgument, "--straggler {}: {}", text, reason);
+  };
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos) return usage("expected DEVICE_ID=RATE, e.g. 3=2.5");
+  const std::string_view id_text = text.substr(0, eq);
+  const std::string_view rate_text = text.substr(eq + 1);
+  int64_t id = -1;
+  double rate = 0;
+  const auto id_end = id_text.data() + id_text.size();
+  const auto rate_end = rate_text.data() + rate_text.size();
+  const auto [id_ptr, id_ec] = std::from_chars(id_text.data(), id_end, id);
+  const auto [rate_ptr, rate_ec] = std::from_chars(rate_text.data(), rate_end, rate);
+  if (id_ec != std::errc() || id_ptr != id_end || id_text.empty() || rate_ec != std::errc() ||
+      rate_ptr != rate_end || rate_text.empty()) {
+    return usage("expected DEVICE_ID=RATE, e.g. 3=2.5");
+  }
+  if (id < 0 || id >= num_devices) {
+    return usage(fmt::format("device {} does not exist (the cluster has devices 0..{})", id,
+                             num_devices - 1));
+  }
+  if (!std::isfinite(rate) || rate < 1.0 || rate > spec::kMaxSlowdown) {
+    return usage(fmt::format("the rate (times slower) must be in [1, {:g}], got {}",
+                             spec::kMaxSlowdown, rate_text));
+  }
+  return std::pair<int, double>(static_cast<int>(id), rate);
+}
 
 Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::string& profile_path,
                                              const std::vector<std::string>& stragglers) {
@@ -39,21 +70,8 @@ Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::strin
   if (!stragglers.empty()) {
     o->rates.assign(static_cast<size_t>(o->run.cluster.num_devices()), 1.0);
     for (const std::string& s : stragglers) {
-      const size_t eq = s.find('=');
-      int id = -1;
-      double rate = 0;
-      try {
-        if (eq == std::string::npos) throw std::invalid_argument("no '='");
-        id = std::stoi(s.substr(0, eq));
-        rate = std::stod(s.substr(eq + 1));
-      } catch (const std::exception&) {
-        return Err("--straggler {}: expected DEVICE_ID=RATE, e.g. 3=2.5", s);
-      }
-      if (id < 0 || id >= o->run.cluster.num_devices() || !(rate >= 1.0)) {
-        return Err("--straggler {}: device id must be in [0, {}) and rate >= 1", s,
-                   o->run.cluster.num_devices());
-      }
-      o->rates[static_cast<size_t>(id)] = rate;
+      MOTLEY_ASSIGN_OR_RETURN(const auto entry, ParseStraggler(s, o->run.cluster.num_devices()));
+      o->rates[static_cast<size_t>(entry.first)] = entry.second;
     }
   }
   return o;

@@ -9,6 +9,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -30,6 +32,11 @@ struct Offline {
   std::unique_ptr<perf::Predictor> predictor;
   perf::StragglerRates rates;  // empty: no stragglers
 };
+
+// One --straggler value "ID=RATE": device ID of [0, num_devices) runs RATE times slower, RATE a
+// finite number in [1, spec::kMaxSlowdown]. Errors (kInvalidArgument) name the option and the
+// value.
+Result<std::pair<int, double>> ParseStraggler(std::string_view text, int num_devices);
 
 // Builds the predictor of `run`. profile_path: a measured profile (docs/formats/profile.md) or
 // empty; stragglers: "ID=RATE" entries (device ID runs RATE times slower, RATE >= 1).

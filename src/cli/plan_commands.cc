@@ -10,6 +10,7 @@
 
 #include "cli/fail.h"
 #include "cli/offline.h"
+#include "cli/validators.h"
 #include "core/file_util.h"
 #include "plan/planner.h"
 #include "plan/report_html.h"
@@ -205,7 +206,9 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
   plan_cmd->add_option("--trace", plan_args->trace_path,
                        "Also write a Chrome trace (Perfetto) of the chosen plan's simulated step")
       ->type_name("TRACE.json");
-  plan_cmd->add_option("--top", plan_args->top, "Rows of the ranked table")->default_val(5);
+  plan_cmd->add_option("--top", plan_args->top, "Rows of the ranked table")
+      ->default_val(5)
+      ->check(IntRange(1, 1000000));
   plan_cmd->add_flag("--no-baselines", plan_args->no_baselines,
                      "Skip the baselines and references (faster)");
   plan_cmd->add_flag("--quiet", plan_args->quiet, "No progress lines on stderr");

@@ -6,6 +6,7 @@
 // the profile file the predictor reads (docs/formats/profile.md; `--profile` of motley plan,
 // predict and simulate). The file is read back and checked against the model before the command
 // reports success. Errors go to stderr with exit code 1.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -16,8 +17,11 @@
 
 #include "cli/commands.h"
 #include "cli/fail.h"
+#include "cli/validators.h"
 #include "perf/profile.h"
+#include "spec/limits.h"
 #include "spec/run_file.h"
+#include "train/memory_check.h"
 #include "train/profiler.h"
 #include "train/trainer.h"
 
@@ -42,7 +46,8 @@ Status RunProfileOrError(const ProfileArgs& args) {
     if (run.cluster.device_types.empty()) return Err("{}: the cluster has no device types", args.run_path);
     type = run.cluster.device_types.front().name;
   } else if (run.cluster.FindDeviceType(type) == nullptr) {
-    return Err("--device-type: '{}' is not a device type of cluster '{}'", type, run.cluster.name);
+    return Err(StatusCode::kInvalidArgument,
+               "--device-type: '{}' is not a device type of cluster '{}'", type, run.cluster.name);
   }
   train::ProfileOptions options;
   options.micro_batch_sizes = args.micro_batches;
@@ -61,6 +66,23 @@ Status RunProfileOrError(const ProfileArgs& args) {
              run.model.vocab_size, options.seq_len, options.tp, options.threads,
              options.micro_batch_sizes.size(), type, options.companions);
   std::fflush(stdout);
+  // Before anything is allocated: one block with the embedding and the head at the largest size,
+  // on this host (train/memory_check.h), for the timed copy and each companion. (A TP degree that
+  // does not split the model is ProfileModel's error.)
+  if (run.model.SplitsForTensorParallel(args.tp)) {
+    model::StageLayout layout{0, 1, true, true};
+    layout.tp_degree = args.tp;
+    int64_t largest = 0;
+    for (const int64_t b : options.micro_batch_sizes) largest = std::max(largest, b);
+    MOTLEY_ASSIGN_OR_RETURN(
+        train::StageMemory need,
+        train::StageMemoryAtLeast(run.model, layout, largest, run.train.seq_len));
+    need.parameter_bytes *= 1 + options.companions;
+    need.activation_bytes *= 1 + options.companions;
+    MOTLEY_RETURN_IF_ERROR(train::CheckFits(
+        fmt::format("this host (profiling micro-batch {} x {})", largest, run.train.seq_len), need,
+        0, static_cast<double>(train::HostMemoryBytes())));
+  }
   MOTLEY_ASSIGN_OR_RETURN(std::vector<train::ProfilePoint> points,
                           train::ProfileModel(run.model, options));
   perf::Profile profile;
@@ -119,20 +141,22 @@ void AddProfileCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--micro-batches", args->micro_batches,
                   "Micro-batch sizes to measure, comma-separated (default 1,2,4)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--tp", args->tp, "TP degree: time one rank's shard, no communication (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(IntRange(1, spec::kMaxTokensPerStep));
+  cmd->add_option("--tp", args->tp,
+                  "TP degree: time one rank's shard, no communication (default 1)")
+      ->check(IntRange(1, spec::kMaxHeads));
   cmd->add_option("--device-type", args->device_type,
                   "Device type name the times are filed under (default: the cluster's first)");
   cmd->add_option("--threads", args->threads, "CPU threads (default: train.threads)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--repeats", args->repeats, "Timed passes per point; the median is kept (default 7)")
-      ->check(CLI::PositiveNumber);
+      ->check(IntRange(1, spec::kMaxThreads));
+  cmd->add_option("--repeats", args->repeats,
+                  "Timed passes per point; the median is kept (default 7)")
+      ->check(IntRange(1, 1000000));
   cmd->add_option("--companions", args->companions,
                   "Threads that run the same work untimed beside the timed one, as the other "
                   "ranks of a plan load the machine (default 0; 1 for plans on both cores of a "
                   "2-core machine)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(IntRange(0, spec::kMaxThreads));
   cmd->callback([args, &exit_code] {
     const Status s = RunProfileOrError(*args);
     exit_code = s.ok() ? 0 : Fail("profile", s);

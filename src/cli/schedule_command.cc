@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/fail.h"
+#include "cli/validators.h"
 #include "sched/schedule.h"
 
 namespace motley::cli {
@@ -22,7 +23,17 @@ struct ScheduleArgs {
   bool step_actions = false;
 };
 
+// Actions the printout may hold: P * M forward-backward pairs per schedule. 2^24 is ~1 GB of
+// action lists, and a printout of ~100 MB.
+constexpr int64_t kMaxScheduleActions = int64_t{1} << 24;
+
 int RunSchedule(const ScheduleArgs& args) {
+  if (static_cast<int64_t>(args.stages) * args.micro_batches > kMaxScheduleActions) {
+    return Fail("schedule", Err(StatusCode::kInvalidArgument,
+                                "--stages {} * --micro-batches {} is more than {} micro-batch "
+                                "passes to print",
+                                args.stages, args.micro_batches, kMaxScheduleActions));
+  }
   sched::ScheduleOptions options;
   options.with_step_actions = args.step_actions;
   auto schedule = sched::BuildSchedule(args.kind, args.stages, args.micro_batches, options);
@@ -51,10 +62,10 @@ void AddScheduleCommand(CLI::App& app, int& exit_code) {
       "send/receive activation, SB/RB send/receive gradient).");
   cmd->add_option("--stages,-p", args->stages, "Pipeline stages P")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(IntRange(1, kMaxScheduleActions));
   cmd->add_option("--micro-batches,-m", args->micro_batches, "Micro-batches per step M")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(IntRange(1, kMaxScheduleActions));
   const std::map<std::string, spec::PipelineSchedule> kinds = {
       {"1f1b", spec::PipelineSchedule::k1F1B}, {"gpipe", spec::PipelineSchedule::kGPipe}};
   cmd->add_option("--kind", args->kind, "Schedule kind: 1f1b (default) or gpipe")

@@ -26,13 +26,15 @@
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/offline.h"
+#include "cli/validators.h"
 #include "comm/communicator.h"
 #if defined(MOTLEY_HAVE_MPI)
 #include "comm/mpi_world.h"
 #endif
+#include "elastic/elastic_run.h"
+#include "spec/limits.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
-#include "elastic/elastic_run.h"
 #include "straggler/scenario.h"
 #include "train/parallel_trainer.h"
 #include "train/trainer.h"
@@ -149,9 +151,9 @@ Result<train::ParallelTrainSummary> TrainUnderLauncher(const spec::RunFile& run,
 int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::RunFile& run,
                      const std::string& source) {
   if (cmd.count("--micro-batches") > 0) {
-    fmt::print(stderr, "motley train: --micro-batches does not apply with --plan (the plan sets "
-                       "each pipeline's micro-batches)\n");
-    return 1;
+    return Fail("train", Err(StatusCode::kInvalidArgument,
+                             "--micro-batches does not apply with --plan (the plan sets each "
+                             "pipeline's micro-batches)"));
   }
   Result<train::ClockChoice> clock = train::ParseClockChoice(args.clock);
   if (!clock.ok()) {
@@ -176,8 +178,8 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   }
   if (args.auto_plan) paths.front() = kAutoPlanLabel;
   if (launcher_rank >= 0 && plans.size() > 1) {
-    fmt::print(stderr, "motley train: --compare is not supported under a launcher\n");
-    return 1;
+    return Fail("train",
+                Err(StatusCode::kInvalidArgument, "--compare is not supported under a launcher"));
   }
   train::ParallelTrainerOptions options;
   Result<std::string> resume = ResumeSource(args, run.train);
@@ -202,9 +204,9 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   std::unique_ptr<elastic::ElasticLoop> replanning;
   if (args.replan) {
     if (plans.size() > 1 || launcher_rank >= 0) {
-      fmt::print(stderr, "motley train: --replan runs with one plan and ranks as threads (not "
-                         "with --compare, not under a launcher)\n");
-      return 1;
+      return Fail("train", Err(StatusCode::kInvalidArgument,
+                               "--replan runs with one plan and ranks as threads (not with "
+                               "--compare, not under a launcher)"));
     }
     replanning = std::make_unique<elastic::ElasticLoop>(run, plans.front(), options.out);
     replanning->Attach(&options);
@@ -253,19 +255,17 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   if (cmd.count("--checkpoint-dir") > 0) train.checkpoint.dir = args.checkpoint_dir;
   const std::string source = args.run_path.empty() ? "default run" : args.run_path;
   if (args.auto_plan && !args.plan_path.empty()) {
-    fmt::print(stderr, "motley train: --auto-plan and --plan exclude each other (--auto-plan "
-                       "chooses the plan)\n");
-    return 1;
+    return Fail("train", Err(StatusCode::kInvalidArgument,
+                             "--auto-plan and --plan exclude each other (--auto-plan chooses the "
+                             "plan)"));
   }
   if (!args.plan_path.empty() || args.auto_plan) return RunParallelTrain(args, cmd, *run, source);
   for (const char* option :
        {"--compare", "--trace", "--trace-steps", "--clock", "--replan", "--inject"}) {
     if (cmd.count(option) > 0) {
-      fmt::print(stderr,
-                 "motley train: {} needs --plan or --auto-plan (it applies to parallel runs "
-                 "only)\n",
-                 option);
-      return 1;
+      return Fail("train",
+                  Err(StatusCode::kInvalidArgument,
+                      "{} needs --plan or --auto-plan (it applies to parallel runs only)", option));
     }
   }
   fmt::print("motley train: {}\n", source);
@@ -306,14 +306,15 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
       "Bible corpus.");
   cmd->add_option("run", args->run_path, "Run file (YAML, docs/formats/run-file.md)")
       ->type_name("RUN.yaml");
-  cmd->add_option("--steps", args->steps, "Override train.steps")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", args->steps, "Override train.steps")
+      ->check(IntRange(1, spec::kMaxSteps));
   cmd->add_option("--metrics", args->metrics_path,
                   "Write per-step metrics as JSONL to FILE (docs/formats/metrics.md)");
   cmd->add_option("--threads", args->threads, "Override train.threads (CPU threads)")
-      ->check(CLI::PositiveNumber);
+      ->check(IntRange(1, spec::kMaxThreads));
   cmd->add_option("--micro-batches", args->micro_batches,
                   "Split each global batch into M equal micro-batches (same math, less memory)")
-      ->check(CLI::PositiveNumber);
+      ->check(IntRange(1, spec::kMaxTokensPerStep));
   cmd->add_option("--plan", args->plan_path,
                   "Run this parallel plan (docs/formats/plan.md): every rank a thread, or one "
                   "rank per process under mpiexec / srun")
@@ -329,6 +330,7 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--trace-steps", args->trace_steps,
                   "Comma-separated steps to trace (default: step 1)")
       ->delimiter(',')
+      ->check(IntRange(1, spec::kMaxSteps))
       ->type_name("STEP,...");
   cmd->add_option("--clock", args->clock,
                   "With --plan on an emulated cluster: 'virtual' (default: exact emulated time, "

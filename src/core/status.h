@@ -110,6 +110,16 @@ inline int ExitCodeFor(const Status& status) {
   }
 }
 
+// An error from a parser or validator of user input: kUnknown becomes kInvalidArgument, other
+// codes (kNotFound for a missing file, ...) are kept. Call sites of spec parsing and plan
+// validation wrap their public entry points with it, so every Err(...) inside is an input error.
+inline Status AsInputError(Status status) {
+  if (!status.ok() && status.code() == StatusCode::kUnknown) {
+    return status.WithCode(StatusCode::kInvalidArgument);
+  }
+  return status;
+}
+
 template <typename T>
 class [[nodiscard]] Result {
  public:
@@ -143,6 +153,13 @@ class [[nodiscard]] Result {
  private:
   std::variant<T, Status> state_;
 };
+
+// AsInputError for a Result: the value passes through, an error is classified as above.
+template <typename T>
+Result<T> AsInputError(Result<T> result) {
+  if (result.ok()) return result;
+  return AsInputError(result.status());
+}
 
 }  // namespace motley
 

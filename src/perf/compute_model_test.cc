@@ -115,7 +115,7 @@ TEST(ProfileTest, ErrorsNameTheField) {
       << bad.status().message();
   auto not_json = ParseProfile("{", "x.json");
   ASSERT_FALSE(not_json.ok());
-  EXPECT_NE(not_json.status().message().find("x.json: invalid JSON"), std::string::npos);
+  EXPECT_NE(not_json.status().message().find("x.json: JSON syntax error"), std::string::npos);
   Profile p = SmallProfile();
   p.hidden = 128;
   const Status mismatch = CheckProfileMatchesModel(p, Llama7b());

@@ -1,19 +1,24 @@
 // See profile.h. nlohmann::json exceptions are caught here, at the boundary.
 #include "perf/profile.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
+#include "core/json_read.h"
+#include "spec/limits.h"
 
 namespace motley::perf {
 namespace {
 
 using nlohmann::json;
 
+// A number in [0, max].
 Status ReadNumber(const json& obj, const char* key, std::string_view where, double* out,
-                  bool required) {
+                  bool required, double max = spec::kMaxPassSeconds) {
   if (!obj.contains(key)) {
     if (required) return Err("{}.{}: missing", where, key);
     return Status::Ok();
@@ -22,23 +27,41 @@ Status ReadNumber(const json& obj, const char* key, std::string_view where, doub
   if (!v.is_number()) return Err("{}.{}: expected a number", where, key);
   *out = v.get<double>();
   if (!(*out >= 0)) return Err("{}.{}: must not be negative, got {}", where, key, *out);
+  if (*out > max) return Err("{}.{}: must be at most {:g}, got {:g}", where, key, max, *out);
   return Status::Ok();
 }
 
-Status ReadInt(const json& obj, const char* key, std::string_view where, int64_t* out) {
+// An integer in [1, max].
+Status ReadInt(const json& obj, const char* key, std::string_view where, int64_t* out,
+               int64_t max = std::numeric_limits<int>::max()) {
   if (!obj.contains(key)) return Err("{}.{}: missing", where, key);
   const json& v = obj.at(key);
   if (!v.is_number_integer()) return Err("{}.{}: expected an integer", where, key);
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max)) {
+    return Err("{}.{}: must be at most {}, got {}", where, key, max, v.dump());
+  }
   *out = v.get<int64_t>();
   if (*out <= 0) return Err("{}.{}: must be positive, got {}", where, key, *out);
+  if (*out > max) return Err("{}.{}: must be at most {}, got {}", where, key, max, *out);
   return Status::Ok();
+}
+
+// An optional string field; `fallback` when absent.
+Result<std::string> ReadString(const json& obj, const char* key, std::string_view where,
+                               const char* fallback) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return std::string(fallback);
+  if (!it->is_string())
+    return Err("{}: {}: expected a string, got {}", where, key, it->type_name());
+  return it->get_ref<const std::string&>();
 }
 
 Result<Profile> ParseJson(const json& root, std::string_view name) {
   Profile profile;
   profile.source = std::string(name);
   if (!root.is_object()) return Err("{}: expected a JSON object", name);
-  if (root.value("format", "") != "motley-profile") {
+  MOTLEY_ASSIGN_OR_RETURN(const std::string format, ReadString(root, "format", name, ""));
+  if (format != "motley-profile") {
     return Err("{}: format: expected \"motley-profile\"", name);
   }
   if (!root.contains("version") || root.at("version") != 1) {
@@ -54,11 +77,11 @@ Result<Profile> ParseJson(const json& root, std::string_view name) {
   MOTLEY_RETURN_IF_ERROR(ReadInt(model, "num_kv_heads", where_model, &profile.num_kv_heads));
   MOTLEY_RETURN_IF_ERROR(ReadInt(model, "ffn_hidden", where_model, &profile.ffn_hidden));
   MOTLEY_RETURN_IF_ERROR(ReadInt(model, "vocab_size", where_model, &profile.vocab_size));
-  profile.precision = root.value("precision", "fp32");
+  MOTLEY_ASSIGN_OR_RETURN(profile.precision, ReadString(root, "precision", name, "fp32"));
   if (profile.precision != "fp32" && profile.precision != "bf16") {
     return Err("{}: precision: expected \"fp32\" or \"bf16\", got \"{}\"", name, profile.precision);
   }
-  profile.comment = root.value("comment", "");
+  MOTLEY_ASSIGN_OR_RETURN(profile.comment, ReadString(root, "comment", name, ""));
   if (!root.contains("devices") || !root.at("devices").is_array()) {
     return Err("{}: devices: missing or not an array", name);
   }
@@ -82,8 +105,9 @@ Result<Profile> ParseJson(const json& root, std::string_view name) {
       int64_t tp = 0;
       MOTLEY_RETURN_IF_ERROR(ReadInt(e, "tp", ew, &tp));
       entry.tp = static_cast<int>(tp);
-      MOTLEY_RETURN_IF_ERROR(ReadInt(e, "micro_batch_size", ew, &entry.micro_batch_size));
-      MOTLEY_RETURN_IF_ERROR(ReadInt(e, "seq_len", ew, &entry.seq_len));
+      MOTLEY_RETURN_IF_ERROR(
+          ReadInt(e, "micro_batch_size", ew, &entry.micro_batch_size, spec::kMaxTokensPerStep));
+      MOTLEY_RETURN_IF_ERROR(ReadInt(e, "seq_len", ew, &entry.seq_len, spec::kMaxSeqLen));
       MOTLEY_RETURN_IF_ERROR(ReadNumber(e, "block_forward_s", ew, &entry.block_forward_s, true));
       MOTLEY_RETURN_IF_ERROR(ReadNumber(e, "block_backward_s", ew, &entry.block_backward_s, true));
       MOTLEY_RETURN_IF_ERROR(
@@ -97,8 +121,8 @@ Result<Profile> ParseJson(const json& root, std::string_view name) {
       }
       dp.entries.push_back(entry);
     }
-    MOTLEY_RETURN_IF_ERROR(
-        ReadNumber(dev, "step_s_per_param", where, &dp.step_s_per_param, false));
+    MOTLEY_RETURN_IF_ERROR(ReadNumber(dev, "step_s_per_param", where, &dp.step_s_per_param, false,
+                                      spec::kMaxSecondsPerParam));
     profile.devices.push_back(std::move(dp));
   }
   return profile;
@@ -107,11 +131,12 @@ Result<Profile> ParseJson(const json& root, std::string_view name) {
 }  // namespace
 
 Result<Profile> ParseProfile(std::string_view json_text, std::string_view name) {
+  // Strict: duplicate keys, nesting depth and size are errors (core/json_read.h).
+  MOTLEY_ASSIGN_OR_RETURN(const json root, ParseJsonStrict(json_text, name));
   try {
-    const json root = json::parse(json_text);
-    return ParseJson(root, name);
-  } catch (const json::exception& e) {
-    return Err("{}: invalid JSON: {}", name, e.what());
+    return AsInputError(ParseJson(root, name));
+  } catch (const json::exception& e) {  // a mistyped field the checks above did not foresee
+    return Err(StatusCode::kInvalidArgument, "{}: invalid profile: {}", name, e.what());
   }
 }
 
@@ -159,8 +184,9 @@ Status CheckProfileMatchesModel(const Profile& profile, const spec::ModelSpec& m
   const std::string name = profile.source.empty() ? "profile" : profile.source;
   auto check = [&](const char* field, int64_t have, int64_t want) -> Status {
     if (have != want) {
-      return Err("{}: model.{}: the profile was measured with {} but the model has {}", name,
-                 field, have, want);
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: model.{}: the profile was measured with {} but the model has {}", name, field,
+                 have, want);
     }
     return Status::Ok();
   };

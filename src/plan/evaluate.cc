@@ -24,7 +24,10 @@ struct StageLine {
   int64_t MaxForPeriod(double t) const {
     if (Period(min_n) > t * (1 + 1e-12)) return -1;
     const double n = std::floor((t * (1 + 1e-12) - base) / per_block);
-    return std::min(max_n, static_cast<int64_t>(n));
+    // Compared in double first: a block time tiny against the period (a profile's 1e-300 s, a
+    // huge link latency) makes n exceed int64, and the cast would be undefined (issue 17).
+    if (!(n < static_cast<double>(max_n))) return max_n;
+    return static_cast<int64_t>(n);
   }
 };
 

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "spec/limits.h"
+
 namespace motley::spec {
 namespace {
 
@@ -17,8 +19,9 @@ class Where {
  public:
   Where(std::string_view file, std::string_view prefix) : file_(file), prefix_(prefix) {}
   Status Error(std::string_view field, std::string_view reason) const {
-    if (prefix_.empty()) return Err("{}: {}: {}", file_, field, reason);
-    return Err("{}: {}.{}: {}", file_, prefix_, field, reason);
+    if (prefix_.empty())
+      return Err(StatusCode::kInvalidArgument, "{}: {}: {}", file_, field, reason);
+    return Err(StatusCode::kInvalidArgument, "{}: {}.{}: {}", file_, prefix_, field, reason);
   }
 
  private:
@@ -35,6 +38,16 @@ std::string NameList(const std::vector<T>& items) {
 }
 
 bool PositiveFinite(double v) { return std::isfinite(v) && v > 0; }
+
+// Empty when lo <= v <= hi (v finite), else the reason: "must be in <range>, got v <unit>".
+std::string OutOfRange(double v, double lo, double hi, std::string_view range,
+                       std::string_view unit) {
+  if (std::isfinite(v) && v >= lo && v <= hi) return "";
+  return fmt::format("must be in {}, got {:g} {}", range, v, unit);
+}
+
+constexpr const char* kFlopsRange = "[1 MFLOP/s, 1 EFLOP/s]";
+constexpr const char* kBandwidthRange = "[1 kB/s, 1 PB/s]";
 
 }  // namespace
 
@@ -63,30 +76,35 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
       return where.Error(at + ".vendor", fmt::format("unknown vendor stack '{}' (known: {})",
                                                      t.vendor, fmt::join(vendors, ", ")));
     }
-    if (!PositiveFinite(t.peak_fp32_flops)) {
-      return where.Error(at + ".peak_flops.fp32", fmt::format("must be positive, got {}",
-                                                              t.peak_fp32_flops));
-    }
-    if (!PositiveFinite(t.peak_bf16_flops)) {
-      return where.Error(at + ".peak_flops.bf16", fmt::format("must be positive, got {}",
-                                                              t.peak_bf16_flops));
-    }
-    if (!PositiveFinite(t.memory_bytes)) {
-      return where.Error(at + ".memory", fmt::format("must be positive, got {}", t.memory_bytes));
-    }
-    if (!PositiveFinite(t.memory_bandwidth)) {
-      return where.Error(at + ".memory_bandwidth",
-                         fmt::format("must be positive, got {}", t.memory_bandwidth));
-    }
-    if (t.emulated) {
-      if (!PositiveFinite(t.emulated->flops_per_s)) {
-        return where.Error(at + ".emulated.flops",
-                           fmt::format("must be positive, got {}", t.emulated->flops_per_s));
+    // Positive, then within the ranges of spec/limits.h.
+    const bool emulated = t.emulated.has_value();
+    const struct {
+      bool present;
+      const char* field;
+      double value, lo, hi;
+      const char* range;
+      const char* unit;
+    } quantities[] = {
+        {true, ".peak_flops.fp32", t.peak_fp32_flops, kMinFlopsPerSecond, kMaxFlopsPerSecond,
+         kFlopsRange, "FLOP/s"},
+        {true, ".peak_flops.bf16", t.peak_bf16_flops, kMinFlopsPerSecond, kMaxFlopsPerSecond,
+         kFlopsRange, "FLOP/s"},
+        {true, ".memory", t.memory_bytes, kMinMemoryBytes, kMaxMemoryBytes, "[1 MiB, 1 PiB]",
+         "bytes"},
+        {true, ".memory_bandwidth", t.memory_bandwidth, kMinBandwidth, kMaxBandwidth,
+         kBandwidthRange, "bytes/s"},
+        {emulated, ".emulated.flops", emulated ? t.emulated->flops_per_s : 0, kMinFlopsPerSecond,
+         kMaxFlopsPerSecond, kFlopsRange, "FLOP/s"},
+        {emulated, ".emulated.memory_bandwidth", emulated ? t.emulated->memory_bandwidth : 0,
+         kMinBandwidth, kMaxBandwidth, kBandwidthRange, "bytes/s"},
+    };
+    for (const auto& q : quantities) {
+      if (!q.present) continue;
+      if (!PositiveFinite(q.value)) {
+        return where.Error(at + q.field, fmt::format("must be positive, got {}", q.value));
       }
-      if (!PositiveFinite(t.emulated->memory_bandwidth)) {
-        return where.Error(at + ".emulated.memory_bandwidth",
-                           fmt::format("must be positive, got {}", t.emulated->memory_bandwidth));
-      }
+      const std::string reason = OutOfRange(q.value, q.lo, q.hi, q.range, q.unit);
+      if (!reason.empty()) return where.Error(at + q.field, reason);
     }
   }
 
@@ -101,8 +119,17 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
     if (!std::isfinite(l.latency_s) || l.latency_s < 0) {
       return where.Error(at + ".latency", fmt::format("must be >= 0, got {}", l.latency_s));
     }
+    if (const std::string r = OutOfRange(l.latency_s, 0, kMaxLatencySeconds, "[0 s, 60 s]", "s");
+        !r.empty()) {
+      return where.Error(at + ".latency", r);
+    }
     if (!PositiveFinite(l.bandwidth)) {
       return where.Error(at + ".bandwidth", fmt::format("must be positive, got {}", l.bandwidth));
+    }
+    if (const std::string r =
+            OutOfRange(l.bandwidth, kMinBandwidth, kMaxBandwidth, kBandwidthRange, "bytes/s");
+        !r.empty()) {
+      return where.Error(at + ".bandwidth", r);
     }
     if (!(l.efficiency > 0 && l.efficiency <= 1)) {
       return where.Error(at + ".efficiency",
@@ -118,6 +145,9 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
     return it->second;
   };
 
+  if (static_cast<int64_t>(nodes.size()) > kMaxNodes) {
+    return where.Error("nodes", fmt::format("{} nodes, more than {}", nodes.size(), kMaxNodes));
+  }
   std::map<std::string, int, std::less<>> node_index;
   node_first_device_.assign(nodes.size(), 0);
   node_intra_link_.assign(nodes.size(), -1);
@@ -137,6 +167,10 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
     if (n.device_count <= 0) {
       return where.Error(at + ".device_count",
                          fmt::format("must be positive, got {}", n.device_count));
+    }
+    if (static_cast<int64_t>(devices_.size()) + n.device_count > kMaxDevices) {
+      return where.Error(at + ".device_count",
+                         fmt::format("the cluster would have more than {} devices", kMaxDevices));
     }
     if (!n.intra_link.empty()) {
       MOTLEY_ASSIGN_OR_RETURN(node_intra_link_[i], find_link(n.intra_link, at + ".intra_link"));

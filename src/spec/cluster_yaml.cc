@@ -9,6 +9,7 @@
 
 #include "core/file_util.h"
 #include "spec/cluster_spec.h"
+#include "spec/limits.h"
 #include "spec/spec_yaml.h"
 #include "spec/yaml_reader.h"
 
@@ -115,8 +116,8 @@ Status ParseNodes(const YAML::Node& node, const std::string& file, const std::st
                                                 n.device_type, names.types_list));
   }
   MOTLEY_ASSIGN_OR_RETURN(const int64_t count, map.Int("device_count"));
-  if (count <= 0 || count > 1 << 20) {
-    return map.Error("device_count", fmt::format("must be in [1, 2^20], got {}", count));
+  if (count <= 0 || count > kMaxDevices) {
+    return map.Error("device_count", fmt::format("must be in [1, {}], got {}", kMaxDevices, count));
   }
   n.device_count = static_cast<int>(count);
   MOTLEY_RETURN_IF_ERROR(map.OptString("intra_link", &n.intra_link));
@@ -136,8 +137,11 @@ Status ParseNodes(const YAML::Node& node, const std::string& file, const std::st
     out->push_back(n);
     return Status::Ok();
   }
-  if (repeat <= 0 || repeat > 1 << 20) {
-    return map.Error("repeat", fmt::format("must be in [1, 2^20], got {}", repeat));
+  if (repeat <= 0 || repeat > kMaxNodes) {
+    return map.Error("repeat", fmt::format("must be in [1, {}], got {}", kMaxNodes, repeat));
+  }
+  if (static_cast<int64_t>(out->size()) + repeat > kMaxNodes) {
+    return map.Error("repeat", fmt::format("the cluster would have more than {} nodes", kMaxNodes));
   }
   for (int64_t k = 0; k < repeat; ++k) {
     NodeSpec copy = n;
@@ -229,7 +233,7 @@ Result<ClusterSpec> ParseClusterNode(const YAML::Node& node, const std::string& 
 Result<ClusterSpec> ParseClusterSpec(std::string_view yaml_text, std::string_view name_for_errors) {
   const std::string file(name_for_errors);
   MOTLEY_ASSIGN_OR_RETURN(const YAML::Node root, internal::LoadYaml(yaml_text, file));
-  return internal::ParseClusterNode(root, file, "");
+  return AsInputError(internal::ParseClusterNode(root, file, ""));
 }
 
 Result<ClusterSpec> LoadClusterSpec(const std::string& path) {

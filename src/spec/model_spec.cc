@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/file_util.h"
+#include "spec/limits.h"
 #include "spec/spec_yaml.h"
 #include "spec/yaml_reader.h"
 
@@ -54,34 +55,45 @@ int64_t ModelSpec::TotalParams() const {
 }
 
 Status ValidateModelSpec(const ModelSpec& model, std::string_view where) {
-  auto positive = [&](const char* field, int64_t value) -> Status {
-    if (value <= 0) return Err("{}.{}: must be positive, got {}", where, field, value);
+  auto error = [&](std::string_view field, const std::string& reason) {
+    return Err(StatusCode::kInvalidArgument, "{}.{}: {}", where, field, reason);
+  };
+  auto in_range = [&](const char* field, int64_t value, int64_t hi) -> Status {
+    if (value <= 0) return error(field, fmt::format("must be positive, got {}", value));
+    if (value > hi) return error(field, fmt::format("must be at most {}, got {}", hi, value));
     return Status::Ok();
   };
-  MOTLEY_RETURN_IF_ERROR(positive("num_blocks", model.num_blocks));
-  MOTLEY_RETURN_IF_ERROR(positive("hidden", model.hidden));
-  MOTLEY_RETURN_IF_ERROR(positive("num_heads", model.num_heads));
-  MOTLEY_RETURN_IF_ERROR(positive("num_kv_heads", model.num_kv_heads));
-  MOTLEY_RETURN_IF_ERROR(positive("ffn_hidden", model.ffn_hidden));
-  MOTLEY_RETURN_IF_ERROR(positive("vocab_size", model.vocab_size));
-  MOTLEY_RETURN_IF_ERROR(positive("max_seq_len", model.max_seq_len));
+  MOTLEY_RETURN_IF_ERROR(in_range("num_blocks", model.num_blocks, kMaxBlocks));
+  MOTLEY_RETURN_IF_ERROR(in_range("hidden", model.hidden, kMaxHidden));
+  MOTLEY_RETURN_IF_ERROR(in_range("num_heads", model.num_heads, kMaxHeads));
+  MOTLEY_RETURN_IF_ERROR(in_range("num_kv_heads", model.num_kv_heads, kMaxHeads));
+  MOTLEY_RETURN_IF_ERROR(in_range("ffn_hidden", model.ffn_hidden, kMaxFfnHidden));
+  MOTLEY_RETURN_IF_ERROR(in_range("vocab_size", model.vocab_size, kMaxVocab));
+  MOTLEY_RETURN_IF_ERROR(in_range("max_seq_len", model.max_seq_len, kMaxSeqLen));
   if (model.hidden % model.num_heads != 0) {
-    return Err("{}.num_heads: {} heads do not divide hidden {}", where, model.num_heads,
-               model.hidden);
+    return error("num_heads",
+                 fmt::format("{} heads do not divide hidden {}", model.num_heads, model.hidden));
   }
   if (model.num_heads % model.num_kv_heads != 0) {
-    return Err("{}.num_kv_heads: {} kv heads do not divide {} heads", where, model.num_kv_heads,
-               model.num_heads);
+    return error("num_kv_heads", fmt::format("{} kv heads do not divide {} heads",
+                                             model.num_kv_heads, model.num_heads));
   }
   if (model.head_size() % 2 != 0) {
-    return Err("{}.num_heads: head size {} (hidden / heads) must be even for RoPE", where,
-               model.head_size());
+    return error("num_heads", fmt::format("head size {} (hidden / heads) must be even for RoPE",
+                                          model.head_size()));
   }
   if (!(model.rope_theta > 0.0F) || !std::isfinite(model.rope_theta)) {
-    return Err("{}.rope_theta: must be positive, got {}", where, model.rope_theta);
+    return error("rope_theta", fmt::format("must be positive, got {}", model.rope_theta));
   }
   if (!(model.norm_eps > 0.0F) || !std::isfinite(model.norm_eps)) {
-    return Err("{}.norm_eps: must be positive, got {}", where, model.norm_eps);
+    return error("norm_eps", fmt::format("must be positive, got {}", model.norm_eps));
+  }
+  // The dimensions are bounded above, so BlockParams() and TotalParams() cannot overflow int64
+  // (at most 2^16 blocks of about 2^44 parameters, plus 2 * 2^51 for embedding and head); the
+  // total is bounded by kMaxParams.
+  if (model.TotalParams() > kMaxParams) {
+    return error("num_blocks", fmt::format("the model has {} parameters, more than {}",
+                                           model.TotalParams(), kMaxParams));
   }
   return Status::Ok();
 }
@@ -100,7 +112,8 @@ Result<ModelSpec> ModelPreset(std::string_view name) {
     m.max_seq_len = p.max_seq_len;
     return m;
   }
-  return Err("unknown model preset '{}' (known: {})", name, fmt::join(ModelPresetNames(), ", "));
+  return Err(StatusCode::kNotFound, "unknown model preset '{}' (known: {})", name,
+             fmt::join(ModelPresetNames(), ", "));
 }
 
 std::vector<std::string> ModelPresetNames() {
@@ -126,7 +139,7 @@ Result<ModelSpec> ParseModelMapping(const YAML::Node& node, const std::string& f
   if (map.Has("preset")) {
     MOTLEY_ASSIGN_OR_RETURN(const std::string preset, map.String("preset"));
     Result<ModelSpec> base = ModelPreset(preset);
-    if (!base.ok()) return map.Error("preset", base.status().message());
+    if (!base.ok()) return FieldContext(base.status(), file, map.PathOf("preset"));
     m = std::move(base).value();
   } else {
     for (const char* key : {"num_blocks", "hidden", "num_heads", "ffn_hidden", "vocab_size",
@@ -161,12 +174,12 @@ Result<ModelSpec> ParseModelNode(const YAML::Node& node, const std::string& file
       const std::string model_path =
           (!base_dir.empty() && text.front() != '/') ? base_dir + "/" + text : text;
       Result<std::string> contents = ReadFile(model_path);
-      if (!contents.ok()) return FieldError(file, path, contents.status().message());
+      if (!contents.ok()) return FieldContext(contents.status(), file, path);
       MOTLEY_ASSIGN_OR_RETURN(const YAML::Node root, LoadYaml(*contents, model_path));
       return ParseModelMapping(root, model_path, "");
     }
     Result<ModelSpec> preset = ModelPreset(text);
-    if (!preset.ok()) return FieldError(file, path, preset.status().message());
+    if (!preset.ok()) return FieldContext(preset.status(), file, path);
     return preset;
   }
   return ParseModelMapping(node, file, path);

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "core/checked_math.h"
+
 namespace motley::spec {
 
 std::string_view RecomputeName(Recompute r) {
@@ -148,11 +150,8 @@ Status CheckRuntimeCapability(const Plan& plan, const ClusterSpec& cluster,
   return Status::Ok();
 }
 
-}  // namespace
-
-Status ValidatePlan(const Plan& plan, const ClusterSpec& cluster, const ModelSpec& model,
-                    const TrainSpec& train) {
-  MOTLEY_CHECK(cluster.finalized(), "ValidatePlan needs a finalized ClusterSpec");
+Status ValidatePlanImpl(const Plan& plan, const ClusterSpec& cluster, const ModelSpec& model,
+                        const TrainSpec& train) {
   const std::string file = plan.source.empty() ? std::string("plan") : plan.source;
   if (plan.pipelines.empty()) return Err("{}: pipelines: at least one pipeline needed", file);
   std::map<int, std::string> owner;  // device id -> "pipelines[p].stages[s]"
@@ -169,7 +168,18 @@ Status ValidatePlan(const Plan& plan, const ClusterSpec& cluster, const ModelSpe
       return Err("{}: {}.micro_batches: {} is fewer than the {} stages", file, pat,
                  pipe.micro_batches, pipe.num_stages());
     }
-    samples += pipe.samples_per_step();
+    // Overflow-safe: a pipeline's samples, and the running sum, never exceed the global batch.
+    const std::optional<int64_t> pipe_samples =
+        CheckedMul(pipe.micro_batches, pipe.micro_batch_size);
+    if (!pipe_samples || *pipe_samples > train.global_batch - samples) {
+      return Err(
+          "{}: {}: micro_batches {} * micro_batch_size {} {} the {} samples of "
+          "train.global_batch left for this pipeline",
+          file, pat, pipe.micro_batches, pipe.micro_batch_size,
+          pipe_samples ? fmt::format("= {} exceeds", *pipe_samples) : "exceeds",
+          train.global_batch - samples);
+    }
+    samples += *pipe_samples;
     int64_t next_block = 0;
     for (size_t s = 0; s < pipe.stages.size(); ++s) {
       const StagePlan& stage = pipe.stages[s];
@@ -183,9 +193,13 @@ Status ValidatePlan(const Plan& plan, const ClusterSpec& cluster, const ModelSpe
       if (stage.num_blocks < 0) {
         return Err("{}: {}.num_blocks: must not be negative, got {}", file, at, stage.num_blocks);
       }
-      if (stage.end_block() > model.num_blocks) {
+      if (stage.num_blocks > model.num_blocks - stage.first_block) {  // end_block() may overflow
+        const std::optional<int64_t> end = CheckedAdd(stage.first_block, stage.num_blocks);
         return Err("{}: {}.num_blocks: blocks [{}, {}) exceed the model's {} blocks", file, at,
-                   stage.first_block, stage.end_block(), model.num_blocks);
+                   stage.first_block,
+                   end ? fmt::format("{}", *end)
+                       : fmt::format("{} + {}", stage.first_block, stage.num_blocks),
+                   model.num_blocks);
       }
       if (stage.has_embedding != first) {
         return Err("{}: {}.has_embedding: {}", file, at,
@@ -213,6 +227,14 @@ Status ValidatePlan(const Plan& plan, const ClusterSpec& cluster, const ModelSpe
                file, samples, train.global_batch);
   }
   return CheckRuntimeCapability(plan, cluster, file);
+}
+
+}  // namespace
+
+Status ValidatePlan(const Plan& plan, const ClusterSpec& cluster, const ModelSpec& model,
+                    const TrainSpec& train) {
+  MOTLEY_CHECK(cluster.finalized(), "ValidatePlan needs a finalized ClusterSpec");
+  return AsInputError(ValidatePlanImpl(plan, cluster, model, train));
 }
 
 }  // namespace motley::spec

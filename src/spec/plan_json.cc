@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
+#include "core/json_read.h"
 #include "spec/plan.h"
 
 namespace motley::spec {
@@ -176,16 +177,10 @@ Result<PipelinePlan> ParsePipeline(const json& j, const std::string& file, const
   return p;
 }
 
-}  // namespace
-
-Result<Plan> ParsePlan(std::string_view json_text, std::string_view name) {
+Result<Plan> ParsePlanImpl(std::string_view json_text, std::string_view name) {
   const std::string file(name);
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& e) {
-    return Err("{}: JSON syntax error: {}", file, e.what());
-  }
+  // Strict: duplicate keys, nesting depth and size are errors (core/json_read.h).
+  MOTLEY_ASSIGN_OR_RETURN(const json root, ParseJsonStrict(json_text, file));
   MOTLEY_ASSIGN_OR_RETURN(const Obj obj, Obj::Make(root, file, ""));
   MOTLEY_RETURN_IF_ERROR(obj.CheckKeys({"format", "version", "schedule", "recompute",
                                         "optimizer_sharding", "comment", "pipelines"}));
@@ -227,6 +222,12 @@ Result<Plan> ParsePlan(std::string_view json_text, std::string_view name) {
   }
   if (version == 1) plan.SetRecompute(plan_recompute);
   return plan;
+}
+
+}  // namespace
+
+Result<Plan> ParsePlan(std::string_view json_text, std::string_view name) {
+  return AsInputError(ParsePlanImpl(json_text, name));
 }
 
 Result<Plan> LoadPlan(const std::string& path) {

@@ -50,19 +50,22 @@ std::string DirName(const std::string& path) {
 
 Status ValidateRunFile(const RunFile& run, std::string_view name_for_errors) {
   if (run.train.seq_len > run.model.max_seq_len) {
-    return Err("{}: train.seq_len: {} exceeds model.max_seq_len {}", name_for_errors,
-               run.train.seq_len, run.model.max_seq_len);
+    return Err(StatusCode::kInvalidArgument, "{}: train.seq_len: {} exceeds model.max_seq_len {}",
+               name_for_errors, run.train.seq_len, run.model.max_seq_len);
   }
   if (run.train.data.format == "text" && run.model.vocab_size < 256) {
-    return Err("{}: model.vocab_size: {} is too small for the byte-level tokenizer of "
+    return Err(StatusCode::kInvalidArgument,
+               "{}: model.vocab_size: {} is too small for the byte-level tokenizer of "
                "train.data.format 'text' (needs >= 256)",
                name_for_errors, run.model.vocab_size);
   }
   return Status::Ok();
 }
 
-Result<RunFile> ParseRunFile(std::string_view yaml_text, std::string_view name_for_errors,
-                             const std::string& base_dir) {
+namespace {
+
+Result<RunFile> ParseRunFileImpl(std::string_view yaml_text, std::string_view name_for_errors,
+                                 const std::string& base_dir) {
   const std::string file(name_for_errors);
   MOTLEY_ASSIGN_OR_RETURN(const YAML::Node root, internal::LoadYaml(yaml_text, file));
   MOTLEY_ASSIGN_OR_RETURN(const internal::MapReader map, internal::MapReader::Make(root, file, ""));
@@ -77,7 +80,7 @@ Result<RunFile> ParseRunFile(std::string_view yaml_text, std::string_view name_f
     if (rel.empty()) return map.Error("cluster", "expected a cluster file path or mapping");
     run.cluster_path = (base_dir.empty() || rel.front() == '/') ? rel : base_dir + "/" + rel;
     Result<ClusterSpec> loaded = LoadClusterSpec(run.cluster_path);
-    if (!loaded.ok()) return map.Error("cluster", loaded.status().message());
+    if (!loaded.ok()) return internal::FieldContext(loaded.status(), file, "cluster");
     run.cluster = std::move(loaded).value();
   } else {
     MOTLEY_ASSIGN_OR_RETURN(run.cluster, internal::ParseClusterNode(cluster, file, "cluster"));
@@ -88,6 +91,13 @@ Result<RunFile> ParseRunFile(std::string_view yaml_text, std::string_view name_f
                           internal::ParseTrainNode(map.Get("train"), file, "train", base_dir));
   MOTLEY_RETURN_IF_ERROR(ValidateRunFile(run, file));
   return run;
+}
+
+}  // namespace
+
+Result<RunFile> ParseRunFile(std::string_view yaml_text, std::string_view name_for_errors,
+                             const std::string& base_dir) {
+  return AsInputError(ParseRunFileImpl(yaml_text, name_for_errors, base_dir));
 }
 
 Result<RunFile> LoadRunFile(const std::string& path) {

@@ -1,9 +1,12 @@
 // The `train:` section of a run file -> TrainSpec, and its checks (declared in run_file.h).
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "core/checked_math.h"
+#include "spec/limits.h"
 #include "spec/run_file.h"
 #include "spec/spec_yaml.h"
 #include "spec/train_spec.h"
@@ -12,60 +15,84 @@
 namespace motley::spec {
 
 Status ValidateTrainSpec(const TrainSpec& train, std::string_view where) {
-  auto positive = [&](const char* field, int64_t value) -> Status {
-    if (value <= 0) return Err("{}.{}: must be positive, got {}", where, field, value);
+  auto error = [&](std::string_view field, const std::string& reason) {
+    return Err(StatusCode::kInvalidArgument, "{}.{}: {}", where, field, reason);
+  };
+  // An integer in [lo, hi].
+  auto in_range = [&](const char* field, int64_t value, int64_t lo, int64_t hi) -> Status {
+    if (value < lo || value > hi) {
+      return error(field, value < lo && lo == 1
+                              ? fmt::format("must be positive, got {}", value)
+                              : fmt::format("must be in [{}, {}], got {}", lo, hi, value));
+    }
     return Status::Ok();
   };
   auto non_negative = [&](const char* field, double value) -> Status {
     if (!(value >= 0) || !std::isfinite(value)) {
-      return Err("{}.{}: must be >= 0, got {}", where, field, value);
+      return error(field, fmt::format("must be >= 0, got {}", value));
     }
     return Status::Ok();
   };
-  MOTLEY_RETURN_IF_ERROR(positive("global_batch", train.global_batch));
-  MOTLEY_RETURN_IF_ERROR(positive("seq_len", train.seq_len));
-  MOTLEY_RETURN_IF_ERROR(positive("steps", train.steps));
+  MOTLEY_RETURN_IF_ERROR(in_range("global_batch", train.global_batch, 1, kMaxTokensPerStep));
+  MOTLEY_RETURN_IF_ERROR(in_range("seq_len", train.seq_len, 1, kMaxSeqLen));
+  MOTLEY_RETURN_IF_ERROR(in_range("steps", train.steps, 1, kMaxSteps));
+  // Products, overflow-safe: tokens per step and of the whole run.
+  const std::optional<int64_t> tokens = CheckedMul(train.global_batch, train.seq_len);
+  if (!tokens || *tokens > kMaxTokensPerStep) {
+    return error("global_batch",
+                 fmt::format("{} sequences of train.seq_len {} tokens are more than {} tokens per "
+                             "step",
+                             train.global_batch, train.seq_len, kMaxTokensPerStep));
+  }
+  const std::optional<int64_t> run_tokens = CheckedMul(*tokens, train.steps);
+  if (!run_tokens || *run_tokens > kMaxRunTokens) {
+    return error("steps", fmt::format("{} steps of {} tokens are more than {} tokens in all",
+                                      train.steps, *tokens, kMaxRunTokens));
+  }
   const OptimizerSpec& o = train.optimizer;
   if (!(o.lr > 0.0F) || !std::isfinite(o.lr)) {
-    return Err("{}.optimizer.lr: must be positive, got {}", where, o.lr);
+    return error("optimizer.lr", fmt::format("must be positive, got {}", o.lr));
   }
   MOTLEY_RETURN_IF_ERROR(non_negative("optimizer.min_lr", static_cast<double>(o.min_lr)));
   if (o.min_lr > o.lr) {
-    return Err("{}.optimizer.min_lr: {} exceeds lr {}", where, o.min_lr, o.lr);
+    return error("optimizer.min_lr", fmt::format("{} exceeds lr {}", o.min_lr, o.lr));
   }
-  MOTLEY_RETURN_IF_ERROR(
-      non_negative("optimizer.warmup_steps", static_cast<double>(o.warmup_steps)));
+  MOTLEY_RETURN_IF_ERROR(in_range("optimizer.warmup_steps", o.warmup_steps, 0, kMaxSteps));
   for (const auto& [field, beta] : {std::pair{"optimizer.beta1", o.beta1},
                                     std::pair{"optimizer.beta2", o.beta2}}) {
     if (!(beta >= 0.0F && beta < 1.0F)) {
-      return Err("{}.{}: must be in [0, 1), got {}", where, field, beta);
+      return error(field, fmt::format("must be in [0, 1), got {}", beta));
     }
   }
   if (!(o.eps > 0.0F) || !std::isfinite(o.eps)) {
-    return Err("{}.optimizer.eps: must be positive, got {}", where, o.eps);
+    return error("optimizer.eps", fmt::format("must be positive, got {}", o.eps));
   }
   MOTLEY_RETURN_IF_ERROR(
       non_negative("optimizer.weight_decay", static_cast<double>(o.weight_decay)));
   MOTLEY_RETURN_IF_ERROR(non_negative("optimizer.grad_clip", static_cast<double>(o.grad_clip)));
   const DataSpec& d = train.data;
   if (d.format != "text" && d.format != "u16" && d.format != "u32") {
-    return Err("{}.data.format: unknown format '{}' (known: text, u16, u32)", where, d.format);
+    return error("data.format",
+                 fmt::format("unknown format '{}' (known: text, u16, u32)", d.format));
   }
   if (!(d.val_fraction >= 0 && d.val_fraction < 1)) {
-    return Err("{}.data.val_fraction: must be in [0, 1), got {}", where, d.val_fraction);
+    return error("data.val_fraction", fmt::format("must be in [0, 1), got {}", d.val_fraction));
   }
-  MOTLEY_RETURN_IF_ERROR(non_negative("val_every", static_cast<double>(train.val_every)));
-  MOTLEY_RETURN_IF_ERROR(non_negative("val_batches", static_cast<double>(train.val_batches)));
+  MOTLEY_RETURN_IF_ERROR(in_range("val_every", train.val_every, 0, kMaxSteps));
+  MOTLEY_RETURN_IF_ERROR(in_range("val_batches", train.val_batches, 0, kMaxSteps));
   if (train.val_every > 0 && train.val_batches == 0) {
-    return Err("{}.val_batches: must be positive when val_every is set", where);
+    return error("val_batches", "must be positive when val_every is set");
   }
-  MOTLEY_RETURN_IF_ERROR(non_negative("threads", train.threads));
+  const std::optional<int64_t> val_tokens = CheckedMul(*tokens, train.val_batches);
+  if (!val_tokens || *val_tokens > kMaxRunTokens) {
+    return error("val_batches", fmt::format("{} batches of {} tokens are more than {} tokens",
+                                            train.val_batches, *tokens, kMaxRunTokens));
+  }
+  MOTLEY_RETURN_IF_ERROR(in_range("threads", train.threads, 0, kMaxThreads));
   MOTLEY_RETURN_IF_ERROR(
-      non_negative("checkpoint.every_steps", static_cast<double>(train.checkpoint.every_steps)));
-  if (train.checkpoint.keep_last < 1) {
-    return Err("{}.checkpoint.keep_last: must be positive, got {}", where,
-               train.checkpoint.keep_last);
-  }
+      in_range("checkpoint.every_steps", train.checkpoint.every_steps, 0, kMaxSteps));
+  MOTLEY_RETURN_IF_ERROR(
+      in_range("checkpoint.keep_last", train.checkpoint.keep_last, 1, kMaxSteps));
   return Status::Ok();
 }
 

@@ -5,10 +5,16 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+
+#include "core/file_util.h"
 
 namespace motley::spec::internal {
 namespace {
@@ -36,18 +42,190 @@ std::string IndexPath(std::string_view path, size_t index) {
 }
 
 Status FieldError(std::string_view file, std::string_view path, std::string_view reason) {
-  if (path.empty()) return Err("{}: {}", file, reason);
-  return Err("{}: {}: {}", file, path, reason);
+  if (path.empty()) return Err(StatusCode::kInvalidArgument, "{}: {}", file, reason);
+  return Err(StatusCode::kInvalidArgument, "{}: {}: {}", file, path, reason);
+}
+
+Status FieldContext(const Status& status, std::string_view file, std::string_view path) {
+  const Status with_path = path.empty() ? status : status.WithContext(std::string(path));
+  return with_path.WithContext(std::string(file));
+}
+
+namespace {
+
+// Walks the tree once: duplicate keys, depth, node count. Recursion depth is bounded by
+// kMaxYamlDepth (checked before descending).
+Status CheckTree(const YAML::Node& node, std::string_view file, const std::string& path, int depth,
+                 size_t* visited) {
+  if (++*visited > kMaxYamlNodes) {
+    return FieldError(
+        file, "",
+        fmt::format("more than {} YAML nodes (aliases counted at each use)", kMaxYamlNodes));
+  }
+  if (depth > kMaxYamlDepth) {
+    return FieldError(
+        file, path, fmt::format("mappings and lists nested deeper than {} levels", kMaxYamlDepth));
+  }
+  if (node.IsMap()) {
+    std::set<std::string, std::less<>> keys;
+    for (const auto& entry : node) {
+      std::string key = entry.first.IsScalar() ? entry.first.Scalar() : std::string();
+      const std::string at = JoinPath(path, key);
+      if (entry.first.IsScalar() && !keys.insert(key).second) {
+        return FieldError(file, at, "key given twice");
+      }
+      MOTLEY_RETURN_IF_ERROR(CheckTree(entry.second, file, at, depth + 1, visited));
+    }
+  } else if (node.IsSequence()) {
+    size_t i = 0;
+    for (const auto& item : node) {
+      MOTLEY_RETURN_IF_ERROR(CheckTree(item, file, IndexPath(path, i++), depth + 1, visited));
+    }
+  }
+  return Status::Ok();
+}
+
+// Records where each document starts; ignores everything else.
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { last = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+  YAML::Mark last;
+};
+
+// Whether a quote at text[i] opens a quoted scalar: it follows the start of the line, a blank,
+// or a flow indicator.
+bool OpensQuote(std::string_view line, size_t i) {
+  if (i == 0) return true;
+  const char prev = line[i - 1];
+  return prev == ' ' || prev == '\t' || prev == '[' || prev == '{' || prev == ',' || prev == ':' ||
+         prev == '-' || prev == '?';
+}
+
+}  // namespace
+
+int YamlNestingBound(std::string_view text, int limit, int* line_number) {
+  std::vector<size_t> indents;  // block indentation stack (outside flow collections)
+  int flow = 0;                 // open flow brackets
+  int deepest = 0;
+  char quote = 0;  // inside a quoted scalar that spans lines
+  int number = 0;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    ++number;
+    size_t i = 0;
+    int block = static_cast<int>(indents.size());
+    if (flow == 0 && quote == 0) {
+      while (i < line.size() && line[i] == ' ') ++i;
+      if (i == line.size() || line[i] == '#' || line[i] == '\r') continue;  // blank or comment
+      while (!indents.empty() && indents.back() > i) indents.pop_back();
+      if (indents.empty() || indents.back() < i) indents.push_back(i);
+      block = static_cast<int>(indents.size());
+      // Compact entries on one line: "- - x", "? - x".
+      while (i + 1 < line.size() && (line[i] == '-' || line[i] == '?') &&
+             (line[i + 1] == ' ' || line[i + 1] == '\t')) {
+        ++block;
+        i += 2;
+        while (i < line.size() && line[i] == ' ') ++i;
+      }
+    }
+    for (; i < line.size(); ++i) {
+      const char c = line[i];
+      if (quote != 0) {
+        if (quote == '"' && c == '\\') {
+          ++i;
+        } else if (c == quote) {
+          if (quote == '\'' && i + 1 < line.size() && line[i + 1] == '\'') {
+            ++i;  // '' inside a single-quoted scalar
+          } else {
+            quote = 0;
+          }
+        }
+        continue;
+      }
+      if ((c == '"' || c == '\'') && OpensQuote(line, i)) {
+        quote = c;
+      } else if (c == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) {
+        break;  // comment
+      } else if (c == '[' || c == '{') {
+        ++flow;
+      } else if ((c == ']' || c == '}') && flow > 0) {
+        --flow;
+      }
+      if (block + flow > deepest) {
+        deepest = block + flow;
+        *line_number = number;
+        if (deepest > limit) return deepest;
+      }
+    }
+    if (block > deepest) {
+      deepest = block;
+      *line_number = number;
+      if (deepest > limit) return deepest;
+    }
+  }
+  return deepest;
 }
 
 Result<YAML::Node> LoadYaml(std::string_view text, std::string_view file) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return Err("{}:{}:{}: YAML syntax error: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg);
+  if (text.size() > kMaxTextFileBytes) {
+    return FieldError(file, "",
+                      fmt::format("{} bytes of YAML, larger than the {} MiB limit", text.size(),
+                                  kMaxTextFileBytes >> 20));
   }
-  if (!root.IsDefined() || root.IsNull()) return Err("{}: empty document", file);
+  int line = 0;
+  if (YamlNestingBound(text, kMaxYamlDepth, &line) > kMaxYamlDepth) {
+    return Err(StatusCode::kInvalidArgument,
+               "{}:{}: mappings and lists nested deeper than {} levels", file, line, kMaxYamlDepth);
+  }
+  // The document itself (YAML::Load), then whether a second one follows: a parser walks the
+  // events of at most two documents. (YAML::LoadAll loops forever on some malformed input: its
+  // parser can report a document without consuming anything; found by fuzz/run_file_fuzz.cc,
+  // fuzz/regressions/run_file.)
+  YAML::Node root;
+  bool second = false;
+  YAML::Mark second_at;
+  try {
+    const std::string copy(text);
+    root = YAML::Load(copy);
+    std::istringstream stream(copy);
+    YAML::Parser parser(stream);
+    DocumentStarts starts;
+    if (parser.HandleNextDocument(starts) && parser.HandleNextDocument(starts)) {
+      second = true;
+      second_at = starts.last;
+    }
+  } catch (const YAML::DeepRecursion& e) {
+    return Err(StatusCode::kInvalidArgument,
+               "{}:{}:{}: mappings and lists nested deeper than {} levels", file, e.mark.line + 1,
+               e.mark.column + 1, kMaxYamlDepth);
+  } catch (const YAML::Exception& e) {
+    return Err(StatusCode::kInvalidArgument, "{}:{}:{}: YAML syntax error: {}", file,
+               e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+  if (second) {
+    return Err(StatusCode::kInvalidArgument,
+               "{}:{}: a second YAML document ('---') or text after the document; a motley file "
+               "holds one document",
+               file, second_at.line >= 0 ? second_at.line + 1 : 0);
+  }
+  if (!root.IsDefined() || root.IsNull()) return FieldError(file, "", "empty document");
+  size_t visited = 0;
+  MOTLEY_RETURN_IF_ERROR(CheckTree(root, file, "", 0, &visited));
   return root;
 }
 
@@ -206,6 +384,9 @@ Status MapReader::OptDouble(std::string_view key, double* out) const {
 Status MapReader::OptFloat(std::string_view key, float* out) const {
   if (!Has(key)) return Status::Ok();
   MOTLEY_ASSIGN_OR_RETURN(const double value, ReadDouble(Get(key), file_, PathOf(key)));
+  if (std::abs(value) > static_cast<double>(std::numeric_limits<float>::max())) {
+    return Error(key, fmt::format("{} is out of the range of a 32-bit float", value));
+  }
   *out = static_cast<float>(value);
   return Status::Ok();
 }

@@ -20,12 +20,31 @@ std::string JoinPath(std::string_view path, std::string_view key);
 // "a[3]".
 std::string IndexPath(std::string_view path, size_t index);
 
-// Error "<file>: <path>: <reason>" (or "<file>: <reason>" when path is empty).
+// Error "<file>: <path>: <reason>" (or "<file>: <reason>" when path is empty); kInvalidArgument.
 Status FieldError(std::string_view file, std::string_view path, std::string_view reason);
+// `status` (e.g. of a file the field names) behind "<file>: <path>: ", its code kept.
+Status FieldContext(const Status& status, std::string_view file, std::string_view path);
 
-// Parses YAML text; syntax errors become "<file>:<line>:<col>: YAML syntax error: <what>".
-// An empty document is an error ("<file>: empty document").
+// Deepest nesting of mappings and sequences LoadYaml accepts (motley's formats nest at most 6).
+inline constexpr int kMaxYamlDepth = 64;
+// Most nodes LoadYaml walks, aliases counted each time they are used (a "billion laughs" document
+// of nested aliases is refused instead of expanded): 4Mi, ~100x the 768-device example cluster.
+inline constexpr size_t kMaxYamlNodes = size_t{1} << 22;
+
+// Parses one YAML document strictly. Errors (all kInvalidArgument):
+//   text above 64 MiB (core/file_util.h kMaxTextFileBytes);
+//   nesting deeper than kMaxYamlDepth, found by a scan of the text before parsing (indentation,
+//     "- " entries and flow brackets; yaml-cpp also stops at 500 levels) and again in the tree;
+//   syntax errors: "<file>:<line>:<col>: YAML syntax error: <what>";
+//   a second document or text after the first ("<file>:<line>: a second YAML document ...");
+//   a key given twice in any mapping ("<file>: <path>: key given twice");
+//   more than kMaxYamlNodes nodes; an empty document ("<file>: empty document").
 Result<YAML::Node> LoadYaml(std::string_view text, std::string_view file);
+
+// An upper estimate of the nesting depth of YAML `text` (block indentation levels plus "- " and
+// "? " entries on a line plus open flow brackets outside quotes), stopping once it exceeds `limit`
+// (returns limit + 1 then); *line is set to the 1-based line where the deepest level was reached.
+int YamlNestingBound(std::string_view text, int limit, int* line);
 
 // Typed scalar readers for a node at `path`.
 Result<int64_t> ReadInt(const YAML::Node& node, std::string_view file, std::string_view path);

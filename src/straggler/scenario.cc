@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/file_util.h"
+#include "spec/limits.h"
 #include "spec/yaml_reader.h"
 
 namespace motley::straggler {
@@ -79,10 +80,18 @@ Result<ScenarioEvent> ParseEvent(const YAML::Node& node, const std::string& file
   ScenarioEvent e;
   MOTLEY_ASSIGN_OR_RETURN(e.step, map.Int("step"));
   if (e.step < 1) return map.Error("step", fmt::format("must be >= 1, got {}", e.step));
+  if (e.step > spec::kMaxSteps) {
+    return map.Error("step", fmt::format("must be at most {}, got {}", spec::kMaxSteps, e.step));
+  }
   MOTLEY_ASSIGN_OR_RETURN(e.rate, map.Double("rate"));
   if (!(e.rate > 0.0) || !std::isfinite(e.rate)) {
     return map.Error("rate",
                      fmt::format("must be a finite fraction of nominal speed > 0, got {}", e.rate));
+  }
+  if (e.rate < 1.0 / spec::kMaxSlowdown || e.rate > 1.0) {
+    return map.Error("rate", fmt::format("must be in [{:g}, 1] (at most {:g}x slower than nominal; "
+                                         "1 is healthy), got {:g}",
+                                         1.0 / spec::kMaxSlowdown, spec::kMaxSlowdown, e.rate));
   }
   const int targets =
       (map.Has("device") ? 1 : 0) + (map.Has("link") ? 1 : 0) + (map.Has("link_class") ? 1 : 0);
@@ -175,9 +184,10 @@ std::string DeviceName(const spec::ClusterSpec& cluster, int device) {
   return fmt::format("{}:{}", cluster.nodes[static_cast<size_t>(d.node)].name, d.local_index);
 }
 
-Result<Scenario> ParseScenario(std::string_view yaml_text, std::string_view name_for_errors,
-                               const spec::ClusterSpec& cluster) {
-  MOTLEY_CHECK(cluster.finalized(), "ParseScenario needs a finalized cluster");
+namespace {
+
+Result<Scenario> ParseScenarioImpl(std::string_view yaml_text, std::string_view name_for_errors,
+                                   const spec::ClusterSpec& cluster) {
   const std::string file(name_for_errors);
   Scenario scenario;
   scenario.source = file;
@@ -204,6 +214,14 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, std::string_view name
     return Err("{}: YAML error: {}", file, ex.what());
   }
   return scenario;
+}
+
+}  // namespace
+
+Result<Scenario> ParseScenario(std::string_view yaml_text, std::string_view name_for_errors,
+                               const spec::ClusterSpec& cluster) {
+  MOTLEY_CHECK(cluster.finalized(), "ParseScenario needs a finalized cluster");
+  return AsInputError(ParseScenarioImpl(yaml_text, name_for_errors, cluster));
 }
 
 Result<Scenario> LoadScenario(const std::string& path, const spec::ClusterSpec& cluster) {

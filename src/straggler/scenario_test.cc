@@ -84,6 +84,19 @@ TEST_F(ScenarioTest, ErrorsNameTheFileTheEventAndTheField) {
             "s.yaml: events[0].rate: must be a finite fraction of nominal speed > 0, got -1");
   EXPECT_EQ(ErrorOf("- {step: 1, device: 0, rate: 1}\n- {step: 0, device: 0, rate: 1}"),
             "s.yaml: events[1].step: must be >= 1, got 0");
+  // Ranges (spec/limits.h): at most 1000x slower, never faster than nominal (issue 17).
+  EXPECT_EQ(ErrorOf("- {step: 1, device: 0, rate: 1e-300}"),
+            "s.yaml: events[0].rate: must be in [0.001, 1] (at most 1000x slower than nominal; 1 "
+            "is healthy), got 1e-300");
+  EXPECT_EQ(ErrorOf("- {step: 1, link: [0, 1], rate: 2}"),
+            "s.yaml: events[0].rate: must be in [0.001, 1] (at most 1000x slower than nominal; 1 "
+            "is healthy), got 2");
+  EXPECT_EQ(ErrorOf("- {step: 1099511627777, device: 0, rate: 0.5}"),
+            "s.yaml: events[0].step: must be at most 1099511627776, got 1099511627777");
+  EXPECT_EQ(ErrorOf("- {step: 1, device: 0, rate: 0.5}\n- {step: 1, device: 0, rate: 0.5}\n"
+                    "---\n- {step: 2, device: 0, rate: 1}"),
+            "s.yaml:3: a second YAML document ('---') or text after the document; a motley file "
+            "holds one document");
   EXPECT_EQ(ErrorOf("- {step: 1, device: 8, rate: 1}"),
             "s.yaml: events[0].device: device 8 does not exist (the cluster has 8)");
   EXPECT_EQ(ErrorOf("- {step: 1, device: node-c:0, rate: 1}"),

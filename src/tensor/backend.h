@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/status.h"
 #include "tensor/tensor.h"
 
 namespace motley::tensor {
@@ -54,6 +55,11 @@ class Backend {
   // dst = src (same shape and dtype, both on this device).
   virtual void Copy(Tensor& dst, const Tensor& src) = 0;
   virtual void Synchronize() {}
+  // Ok, or the first out-of-memory error of this device (sticky; kResourceExhausted, naming the
+  // device and the bytes). A backend that ran out of memory leaves the failed tensor without
+  // memory and makes every later op a no-op, so the caller reaches its next check of this
+  // status instead of aborting (the emulated and CUDA backends; the CPU backend never sets it).
+  virtual Status memory_status() const { return Status::Ok(); }
 
   // --- linear ---------------------------------------------------------------------------------
   // out (N, OC) = inp (N, C) @ weight (OC, C)^T      [weights stored (out, in) as in HF/torch]

@@ -93,4 +93,18 @@ void GatherSamples(std::span<const int32_t> tokens, std::span<const int64_t> off
   }
 }
 
+void GatherSamples(const TokenSequence& tokens, std::span<const int64_t> offsets, int64_t seq_len,
+                   std::span<int32_t> inputs, std::span<int32_t> targets) {
+  const auto t = static_cast<size_t>(seq_len);
+  MOTLEY_CHECK(inputs.size() == offsets.size() * t && targets.size() == offsets.size() * t,
+               "inputs and targets must be (B, T)");
+  for (size_t b = 0; b < offsets.size(); ++b) {
+    MOTLEY_CHECK(offsets[b] >= 0 && static_cast<size_t>(offsets[b]) + t < tokens.size(),
+                 "sample offset out of range");
+    const auto o = static_cast<size_t>(offsets[b]);
+    tokens.CopyTo(o, inputs.subspan(b * t, t));
+    tokens.CopyTo(o + 1, targets.subspan(b * t, t));
+  }
+}
+
 }  // namespace motley::train

@@ -14,6 +14,8 @@
 #include <span>
 #include <vector>
 
+#include "train/token_file.h"
+
 namespace motley::train {
 
 // Offset of sample `index` of training step `step` in a split of `num_tokens` tokens:
@@ -46,5 +48,8 @@ std::vector<SampleRange> SplitBatch(int64_t global_batch, int64_t num_micro_batc
 // B' = offsets.size(). Requires every offset + seq_len < tokens.size().
 void GatherSamples(std::span<const int32_t> tokens, std::span<const int64_t> offsets,
                    int64_t seq_len, std::span<int32_t> inputs, std::span<int32_t> targets);
+// The same from a TokenSequence (a mapped token file), converting ids to int32.
+void GatherSamples(const TokenSequence& tokens, std::span<const int64_t> offsets, int64_t seq_len,
+                   std::span<int32_t> inputs, std::span<int32_t> targets);
 
 }  // namespace motley::train

@@ -12,7 +12,8 @@ namespace {
 
 Status CheckSplitSize(int64_t tokens, int64_t seq_len, const std::string& what) {
   if (tokens < seq_len + 1) {
-    return Err("{}: {} tokens, fewer than one sample needs (train.seq_len + 1 = {})", what, tokens,
+    return Err(StatusCode::kInvalidArgument,
+               "{}: {} tokens, fewer than one sample needs (train.seq_len + 1 = {})", what, tokens,
                seq_len + 1);
   }
   return Status::Ok();
@@ -24,13 +25,13 @@ std::string ShippedCorpusPath() {
   return std::string(MOTLEY_SOURCE_DIR) + "/data/corpus/kjv.txt";
 }
 
-Result<TokenSplits> SplitTokens(std::vector<int32_t> tokens, double val_fraction, int64_t seq_len,
+Result<TokenSplits> SplitTokens(const TokenSequence& tokens, double val_fraction, int64_t seq_len,
                                 const std::string& source) {
   if (!(val_fraction > 0.0 && val_fraction < 1.0)) {
-    return Err(
-        "train.data.val_fraction: must be in (0, 1) when train.data.val_path is empty, "
-        "got {}",
-        val_fraction);
+    return Err(StatusCode::kInvalidArgument,
+               "train.data.val_fraction: must be in (0, 1) when train.data.val_path is empty, "
+               "got {}",
+               val_fraction);
   }
   const auto n = static_cast<int64_t>(tokens.size());
   const auto n_val = static_cast<int64_t>(std::floor(static_cast<double>(n) * val_fraction));
@@ -43,9 +44,8 @@ Result<TokenSplits> SplitTokens(std::vector<int32_t> tokens, double val_fraction
       CheckSplitSize(n_val, seq_len,
                      fmt::format("validation split {} (train.data.val_fraction = {})",
                                  splits.val_source, val_fraction)));
-  splits.val.assign(tokens.begin() + n_train, tokens.end());
-  tokens.resize(static_cast<size_t>(n_train));
-  splits.train = std::move(tokens);
+  splits.val = tokens.Slice(static_cast<size_t>(n_train), static_cast<size_t>(n));
+  splits.train = tokens.Slice(0, static_cast<size_t>(n_train));
   return splits;
 }
 
@@ -54,13 +54,13 @@ Result<TokenSplits> LoadTokenSplits(const spec::DataSpec& data, int64_t vocab_si
   auto format = ParseTokenFormat(data.format);
   if (!format.ok()) return format.status().WithContext("train.data.format");
   const std::string train_path = data.train_path.empty() ? ShippedCorpusPath() : data.train_path;
-  MOTLEY_ASSIGN_OR_RETURN(std::vector<int32_t> train_tokens,
-                          ReadTokenFile(train_path, *format, vocab_size));
+  MOTLEY_ASSIGN_OR_RETURN(TokenSequence train_tokens,
+                          OpenTokenFile(train_path, *format, vocab_size));
   if (data.val_path.empty()) {
-    return SplitTokens(std::move(train_tokens), data.val_fraction, seq_len, train_path);
+    return SplitTokens(train_tokens, data.val_fraction, seq_len, train_path);
   }
-  MOTLEY_ASSIGN_OR_RETURN(std::vector<int32_t> val_tokens,
-                          ReadTokenFile(data.val_path, *format, vocab_size));
+  MOTLEY_ASSIGN_OR_RETURN(TokenSequence val_tokens,
+                          OpenTokenFile(data.val_path, *format, vocab_size));
   MOTLEY_RETURN_IF_ERROR(CheckSplitSize(static_cast<int64_t>(train_tokens.size()), seq_len,
                                         "training file " + train_path));
   MOTLEY_RETURN_IF_ERROR(CheckSplitSize(static_cast<int64_t>(val_tokens.size()), seq_len,

@@ -1,5 +1,5 @@
-// The token data of a run: the training and validation splits, loaded from the files a DataSpec
-// names (or from the shipped corpus, data/corpus/kjv.txt), as int32 ids.
+// The token data of a run: the training and validation splits, views of the memory-mapped files a
+// DataSpec names (or of the shipped corpus, data/corpus/kjv.txt), read as int32 ids on access.
 //
 // Split rule (documented in data/corpus/README.md and docs/formats/token-files.md): without a
 // val_path, the LAST floor(n * val_fraction) tokens of the training file are the validation split
@@ -13,12 +13,13 @@
 
 #include "core/status.h"
 #include "spec/train_spec.h"
+#include "train/token_file.h"
 
 namespace motley::train {
 
 struct TokenSplits {
-  std::vector<int32_t> train;
-  std::vector<int32_t> val;
+  TokenSequence train;
+  TokenSequence val;
   std::string train_source;  // "path" or "path[0:n)" for display
   std::string val_source;
 };
@@ -33,7 +34,7 @@ Result<TokenSplits> LoadTokenSplits(const spec::DataSpec& data, int64_t vocab_si
                                     int64_t seq_len);
 
 // Splits `tokens` by the rule above; the split sizes are checked as in LoadTokenSplits.
-Result<TokenSplits> SplitTokens(std::vector<int32_t> tokens, double val_fraction, int64_t seq_len,
+Result<TokenSplits> SplitTokens(const TokenSequence& tokens, double val_fraction, int64_t seq_len,
                                 const std::string& source);
 
 }  // namespace motley::train

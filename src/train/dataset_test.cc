@@ -22,10 +22,10 @@ TEST(DatasetTest, ShippedCorpusSplitsOffTheLastFivePercent) {
   EXPECT_LE(n, 2000000U);  // the corpus is at most 2 MB
   EXPECT_EQ(splits->val.size(), static_cast<size_t>(static_cast<double>(n) * 0.05));
   // The corpus starts with Genesis; the validation split is its tail (the end of Job).
-  auto head = ByteTokenizer::Decode(std::span<const int32_t>(splits->train).first(7));
+  auto head = ByteTokenizer::Decode(splits->train.ToVector(0, 7));
   ASSERT_TRUE(head.ok());
   EXPECT_EQ(*head, "Genesis");
-  auto tail = ByteTokenizer::Decode(std::span<const int32_t>(splits->val).last(18));
+  auto tail = ByteTokenizer::Decode(splits->val.ToVector(splits->val.size() - 18, 18));
   ASSERT_TRUE(tail.ok());
   EXPECT_EQ(*tail, "and full of days.\n");
 }
@@ -33,17 +33,17 @@ TEST(DatasetTest, ShippedCorpusSplitsOffTheLastFivePercent) {
 TEST(DatasetTest, SplitTokensIsExactAndChecksSizes) {
   std::vector<int32_t> tokens(100);
   for (int i = 0; i < 100; ++i) tokens[static_cast<size_t>(i)] = i;
-  auto splits = SplitTokens(tokens, 0.1, 8, "x");
+  auto splits = SplitTokens(TokenSequence(tokens), 0.1, 8, "x");
   ASSERT_TRUE(splits.ok());
   EXPECT_EQ(splits->train.size(), 90U);
-  EXPECT_EQ(splits->val.front(), 90);
+  EXPECT_EQ(splits->val[0], 90);
   EXPECT_EQ(splits->val_source, "x[90:100)");
 
-  auto too_short = SplitTokens(tokens, 0.05, 8, "x");  // 5 validation tokens < 9
+  auto too_short = SplitTokens(TokenSequence(tokens), 0.05, 8, "x");  // 5 validation tokens < 9
   ASSERT_FALSE(too_short.ok());
   EXPECT_NE(too_short.status().message().find("train.data.val_fraction"), std::string::npos)
       << too_short.status().message();
-  auto bad_fraction = SplitTokens(tokens, 1.5, 8, "x");
+  auto bad_fraction = SplitTokens(TokenSequence(tokens), 1.5, 8, "x");
   ASSERT_FALSE(bad_fraction.ok());
   EXPECT_NE(bad_fraction.status().message().find("train.data.val_fraction"), std::string::npos);
 }
@@ -62,8 +62,8 @@ TEST(DatasetTest, SeparateValidationFileAndErrors) {
   data.val_path = (dir / "val.bin").string();
   auto splits = LoadTokenSplits(data, 50304, 32);
   ASSERT_TRUE(splits.ok()) << splits.status().message();
-  EXPECT_EQ(splits->train, train_ids);
-  EXPECT_EQ(splits->val, val_ids);
+  EXPECT_EQ(splits->train.ToVector(0, splits->train.size()), train_ids);
+  EXPECT_EQ(splits->val.ToVector(0, splits->val.size()), val_ids);
 
   auto too_long = LoadTokenSplits(data, 50304, 40);  // 40 validation tokens < T + 1
   ASSERT_FALSE(too_long.ok());

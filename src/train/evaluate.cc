@@ -14,7 +14,7 @@
 
 namespace motley::train {
 
-double MeanLoss(model::Stage& stage, std::span<const int32_t> tokens, int64_t num_batches,
+double MeanLoss(model::Stage& stage, const TokenSequence& tokens, int64_t num_batches,
                 int64_t global_batch, int64_t seq_len, const std::vector<SampleRange>& ranges) {
   tensor::Backend& backend = stage.backend();
   MOTLEY_CHECK(!ranges.empty(), "MeanLoss: no micro-batches");
@@ -67,7 +67,7 @@ Result<EvalResult> EvaluateCheckpoint(const spec::ModelSpec& model, const spec::
   result.seq_len = T;
   result.tokens = result.batches * B * T;
 
-  std::vector<int32_t> tokens;
+  TokenSequence tokens;
   if (options.data_path.empty()) {
     MOTLEY_ASSIGN_OR_RETURN(TokenSplits splits, LoadTokenSplits(train.data, model.vocab_size, T));
     tokens = std::move(splits.val);
@@ -77,7 +77,7 @@ Result<EvalResult> EvaluateCheckpoint(const spec::ModelSpec& model, const spec::
         options.data_format.empty() ? train.data.format : options.data_format;
     Result<TokenFormat> parsed = ParseTokenFormat(format);
     if (!parsed.ok()) return parsed.status().WithCode(StatusCode::kInvalidArgument);
-    MOTLEY_ASSIGN_OR_RETURN(tokens, ReadTokenFile(options.data_path, *parsed, model.vocab_size));
+    MOTLEY_ASSIGN_OR_RETURN(tokens, OpenTokenFile(options.data_path, *parsed, model.vocab_size));
     if (static_cast<int64_t>(tokens.size()) < T + 1) {
       return Err(StatusCode::kInvalidArgument,
                  "{}: {} tokens, fewer than one sample of train.seq_len + 1 = {}",

@@ -21,13 +21,14 @@
 #include "spec/model_spec.h"
 #include "spec/train_spec.h"
 #include "train/batch_sampler.h"
+#include "train/token_file.h"
 
 namespace motley::train {
 
 // Mean token loss of `stage` (the whole model: embedding, every block, head) over `num_batches`
-// batches of `global_batch` samples of `seq_len` tokens from `tokens`, each batch run as the
+// batches of `global_batch` samples of `seq_len` tokens from `tokens` (in memory or mapped), each batch run as the
 // equal micro-batches `ranges` (of the stage's batch size). Forward passes only.
-double MeanLoss(model::Stage& stage, std::span<const int32_t> tokens, int64_t num_batches,
+double MeanLoss(model::Stage& stage, const TokenSequence& tokens, int64_t num_batches,
                 int64_t global_batch, int64_t seq_len, const std::vector<SampleRange>& ranges);
 
 struct EvalOptions {

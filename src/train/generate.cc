@@ -97,12 +97,17 @@ int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperat
 }
 
 Result<std::string> Generator::Generate(const GenerateOptions& options) {
-  if (options.prompt.empty()) return Err("generate: prompt: must not be empty");
-  if (options.max_new_tokens < 0) return Err("generate: max_new_tokens: must be >= 0");
+  if (options.prompt.empty()) {
+    return Err(StatusCode::kInvalidArgument, "generate: prompt: must not be empty");
+  }
+  if (options.max_new_tokens < 0) {
+    return Err(StatusCode::kInvalidArgument, "generate: max_new_tokens: must be >= 0");
+  }
   std::vector<int32_t> ids = ByteTokenizer::Encode(options.prompt);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= model_.vocab_size) {
-      return Err("generate: prompt: byte {} at position {} is outside the model's vocabulary of {}",
+      return Err(StatusCode::kInvalidArgument,
+                 "generate: prompt: byte {} at position {} is outside the model's vocabulary of {}",
                  ids[i], i, model_.vocab_size);
     }
   }

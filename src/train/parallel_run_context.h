@@ -121,8 +121,13 @@ double StepTime(const RunContext& ctx, const tensor::Tensor& all, double wall_s,
 // EmulatedBackend on `clock` for an emulated device type, else a CPU backend with one thread.
 Result<std::unique_ptr<tensor::Backend>> MakeBackend(const RunContext& ctx, int r,
                                                      VirtualClock* clock);
-// Ok, or the out-of-memory error of an emulated device (names the device and the bytes).
+// Ok, or the out-of-memory error of an emulated or CUDA device (names the device and the bytes).
 Status MemoryStatus(const tensor::Backend& backend, int device);
+// Before set-up (train/memory_check.h): every rank's stage against its device's memory, and the
+// host's memory against the stages of CPU and emulated devices this process runs: all of them
+// when `all_ranks_here` (ranks as threads), else the largest one (one rank per process). The
+// outcome is the same in every process of a launch.
+Status CheckStagesFit(const spec::RunFile& run, const WorldLayout& layout, bool all_ranks_here);
 
 // Everything TrainParallel and TrainParallelProcess share before any rank starts: the checks,
 // the layout, the data, the emulation (clock mode and link matrix) and the metrics file.

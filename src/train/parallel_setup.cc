@@ -6,9 +6,11 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/emulated/emulated_backend.h"
+#include "parallel/migration.h"
+#include "train/flops.h"
+#include "train/memory_check.h"
 #include "train/parallel_run_context.h"
 #include "train/trainer_checkpoint.h"
-#include "train/flops.h"
 #if MOTLEY_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -108,9 +110,35 @@ Result<std::unique_ptr<tensor::Backend>> MakeBackend(const RunContext& ctx, int 
 
 // Ok, or the out-of-memory error of an emulated device (names the device and the bytes).
 Status MemoryStatus(const tensor::Backend& backend, int device) {
-  const auto* emulated = dynamic_cast<const backend::EmulatedBackend*>(&backend);
-  if (emulated == nullptr) return Status::Ok();
-  return emulated->memory_status().WithContext(fmt::format("device {}", device));
+  return backend.memory_status().WithContext(fmt::format("device {}", device));
+}
+
+Status CheckStagesFit(const spec::RunFile& run, const WorldLayout& layout, bool all_ranks_here) {
+  const spec::Plan& plan = layout.plan();
+  StageMemory host_sum;
+  StageMemory host_max;
+  for (const RankInfo& info : layout.ranks()) {
+    if (info.idle()) continue;
+    model::StageLayout stage = parallel::StageLayoutOf(layout, info.rank);
+    // ZeRO-1 shards the moments of uniform groups (parallel/zero1.h): count none, a lower bound.
+    stage.allocate_moments = plan.optimizer_sharding != spec::OptimizerSharding::kZero1;
+    const int64_t batch = plan.pipelines[static_cast<size_t>(info.pipeline)].micro_batch_size;
+    MOTLEY_ASSIGN_OR_RETURN(const StageMemory need,
+                            StageMemoryAtLeast(run.model, stage, batch, run.train.seq_len));
+    const spec::DeviceType& type = run.cluster.device_type_of(info.device);
+    MOTLEY_RETURN_IF_ERROR(CheckFits(
+        fmt::format("device {} (type '{}', pipelines[{}].stages[{}], micro-batch {} x {})",
+                    info.device, type.name, info.pipeline, info.stage, batch, run.train.seq_len),
+        need, 0, type.memory_bytes));
+    if (type.vendor == "cuda" && !type.is_emulated()) continue;  // its state lives on the GPU
+    host_sum.parameter_bytes += need.parameter_bytes;
+    host_sum.activation_bytes += need.activation_bytes;
+    if (need.total() > host_max.total()) host_max = need;
+  }
+  return CheckFits(all_ranks_here
+                       ? fmt::format("this host (the {} ranks as threads)", layout.size())
+                       : std::string("this host (one rank of the plan)"),
+                   all_ranks_here ? host_sum : host_max, 0, static_cast<double>(HostMemoryBytes()));
 }
 
 Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
@@ -119,6 +147,7 @@ Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
   Prepared p;
   MOTLEY_ASSIGN_OR_RETURN(WorldLayout layout, WorldLayout::Build(plan));
   p.layout = std::make_unique<WorldLayout>(std::move(layout));
+  MOTLEY_RETURN_IF_ERROR(CheckStagesFit(run, *p.layout, /*all_ranks_here=*/false));
   const spec::TrainSpec& train = run.train;
   MOTLEY_ASSIGN_OR_RETURN(TokenSplits data,
                           LoadTokenSplits(train.data, run.model.vocab_size, train.seq_len));

@@ -36,6 +36,7 @@ Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan) {
 Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec::Plan& plan,
                                            const ParallelTrainerOptions& options) {
   MOTLEY_ASSIGN_OR_RETURN(Prepared p, internal::Prepare(run, plan, options, /*rank0=*/true));
+  MOTLEY_RETURN_IF_ERROR(internal::CheckStagesFit(run, *p.layout, /*all_ranks_here=*/true));
   RunContext& ctx = *p.ctx;
   std::shared_ptr<comm::LocalWorld> world = comm::LocalWorld::Create(p.layout->size());
   internal::PrintHeader(ctx, plan, "as threads");

@@ -237,7 +237,7 @@ Result<RigSet> MakeRigSet(const spec::ModelSpec& model, const ProfileOptions& op
 
 Result<std::vector<ProfilePoint>> ProfileModel(const spec::ModelSpec& model,
                                                const ProfileOptions& options) {
-  MOTLEY_RETURN_IF_ERROR(CheckOptions(model, options));
+  MOTLEY_RETURN_IF_ERROR(AsInputError(CheckOptions(model, options)));  // exit code 2
   const ScopedBlasThreads blas_threads(options.threads);
   const int64_t t = options.seq_len;
   const int tp = options.tp;

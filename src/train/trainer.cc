@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/checked_math.h"
 #include "model/optimizer.h"
 #include "model/stage.h"
 #include "train/batch_sampler.h"
@@ -19,6 +20,7 @@
 #include "train/evaluate.h"
 #include "train/flops.h"
 #include "train/loss_spike.h"
+#include "train/memory_check.h"
 #include "train/metrics.h"
 #include "train/progress.h"
 #include "train/trainer_checkpoint.h"
@@ -77,16 +79,34 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
   const int64_t m = options.micro_batches;
   const Clock::time_point call_start = Clock::now();  // elapsed_s of the metrics counts from here
   if (global_batch <= 0 || seq_len <= 0 || train.steps <= 0) {
-    return Err("train: global_batch, seq_len and steps must be positive (got {}, {}, {})",
+    return Err(StatusCode::kInvalidArgument,
+               "train: global_batch, seq_len and steps must be positive (got {}, {}, {})",
                global_batch, seq_len, train.steps);
   }
   if (m < 1 || global_batch % m != 0) {
-    return Err("train.global_batch: {} is not divisible into {} equal micro-batches", global_batch,
+    return Err(StatusCode::kInvalidArgument,
+               "train.global_batch: {} is not divisible into {} equal micro-batches", global_batch,
                m);
   }
   if (seq_len > model.max_seq_len) {
-    return Err("train.seq_len: {} exceeds model.max_seq_len {}", seq_len, model.max_seq_len);
+    return Err(StatusCode::kInvalidArgument, "train.seq_len: {} exceeds model.max_seq_len {}",
+               seq_len, model.max_seq_len);
   }
+  // Before any allocation: the whole model's state and one micro-batch against this host.
+  const int64_t mb_size = global_batch / m;
+  MOTLEY_ASSIGN_OR_RETURN(
+      const StageMemory need,
+      StageMemoryAtLeast(model, model::StageLayout::Full(model), mb_size, seq_len));
+  // Host batch buffers: inputs and targets (B, T) i32 and the B sample offsets.
+  const std::optional<int64_t> token_buffers = CheckedProduct({global_batch, seq_len, 2 * 4});
+  const std::optional<int64_t> batch_buffers =
+      token_buffers ? CheckedAdd(*token_buffers, global_batch * 8) : std::nullopt;
+  if (!batch_buffers) {
+    return Err(StatusCode::kInvalidArgument, "train.global_batch: {} x {} tokens overflow",
+               global_batch, seq_len);
+  }
+  MOTLEY_RETURN_IF_ERROR(CheckFits("this host (serial training on the CPU)", need, *batch_buffers,
+                                   static_cast<double>(HostMemoryBytes())));
   MOTLEY_ASSIGN_OR_RETURN(TokenSplits data, LoadTokenSplits(train.data, model.vocab_size, seq_len));
 
   TrainSummary summary;
@@ -94,7 +114,6 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
   backend::SetBlasThreads(summary.threads);  // one rank in this process: BLAS gets every thread
   backend::CpuBackend backend(summary.threads);
 
-  const int64_t mb_size = global_batch / m;
   MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<model::Stage> stage,
                           model::Stage::Create(backend, model, model::StageLayout::Full(model),
                                                mb_size, seq_len, train.seed));

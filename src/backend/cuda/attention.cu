@@ -135,6 +135,7 @@ void AttentionForward(Context& ctx, float* out, float* att, const float* q, cons
   float* kh = ctx.ScratchOf<float>(Context::kK, n);
   float* vh = ctx.ScratchOf<float>(Context::kV, n);
   float* oh = ctx.ScratchOf<float>(Context::kO, n);
+  if (ctx.out_of_memory) return;
   ToHeads(ctx.stream, qh, q, d, d.NH);
   ToHeads(ctx.stream, kh, k, d, d.NKV);
   ToHeads(ctx.stream, vh, v, d, d.NKV);
@@ -162,6 +163,7 @@ void AttentionBackward(Context& ctx, float* dq, float* dk, float* dv, const floa
   float* vh = ctx.ScratchOf<float>(Context::kV, n);
   float* oh = ctx.ScratchOf<float>(Context::kO, n);
   float* ds = ctx.ScratchOf<float>(Context::kScores, static_cast<size_t>(d.B * d.NH * T * T));
+  if (ctx.out_of_memory) return;
   ToHeads(ctx.stream, qh, q, d, d.NH);
   ToHeads(ctx.stream, kh, k, d, d.NKV);
   ToHeads(ctx.stream, vh, v, d, d.NKV);

@@ -1,6 +1,8 @@
 // CudaBackend: creation (device, stream, cuBLAS handle), device memory and copies. The ops are in
 // cuda_ops.cc. Compiled by the host compiler (fmt does not build under nvcc; cuda_context.h).
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <utility>
 
@@ -8,6 +10,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_context.h"
+#include "core/units.h"
 
 namespace motley::backend {
 
@@ -87,11 +90,25 @@ Tensor CudaBackend::Empty(Shape shape, DType dtype) {
   const size_t bytes = static_cast<size_t>(shape.numel()) * tensor::DTypeSize(dtype);
   auto storage = std::make_shared<tensor::Storage>();
   MOTLEY_CUDA_CHECK(cudaSetDevice(options_.device));
-  MOTLEY_CUDA_CHECK(cudaMalloc(&storage->data, bytes == 0 ? 256 : bytes));
+  // Out of memory: the tensor gets no memory (data nullptr), the backend records the failure and
+  // every later op is a no-op until the caller checks memory_status().
+  storage->data = ctx_->out_of_memory ? nullptr : ctx_->Malloc(bytes == 0 ? 256 : bytes);
   storage->bytes = bytes;
   storage->device = device();
   storage->deleter = &FreeDevice;
   return Tensor(std::move(storage), shape, dtype);
+}
+
+Status CudaBackend::memory_status() const {
+  if (!ctx_->out_of_memory) return Status::Ok();
+  return Err(
+      StatusCode::kResourceExhausted,
+      "{}: out of device memory: allocating {} bytes ({:.3g} GiB) failed with {} of {} bytes "
+      "free ({:.3g} of {:.3g} GiB); use a smaller model or batch, more micro-batches, or a "
+      "plan over more devices",
+      name(), ctx_->failed_bytes, static_cast<double>(ctx_->failed_bytes) / kGiB, ctx_->free_bytes,
+      ctx_->total_bytes, static_cast<double>(ctx_->free_bytes) / kGiB,
+      static_cast<double>(ctx_->total_bytes) / kGiB);
 }
 
 Tensor CudaBackend::Zeros(Shape shape, DType dtype) {
@@ -101,11 +118,13 @@ Tensor CudaBackend::Zeros(Shape shape, DType dtype) {
 }
 
 void CudaBackend::SetZero(Tensor& t) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   MOTLEY_CHECK(t.defined() && t.device().kind == DeviceKind::kCuda, "SetZero: not a cuda tensor");
   MOTLEY_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.bytes(), ctx_->stream));
 }
 
 void CudaBackend::CopyFromHost(Tensor& dst, const void* src, size_t bytes) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   MOTLEY_CHECK(dst.defined() && dst.device().kind == DeviceKind::kCuda,
                "CopyFromHost: destination is not a cuda tensor");
   MOTLEY_CHECK(bytes == dst.bytes(), "CopyFromHost: byte count differs from dst.bytes()");
@@ -115,6 +134,10 @@ void CudaBackend::CopyFromHost(Tensor& dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::CopyToHost(void* dst, const Tensor& src, size_t bytes) {
+  if (ctx_->out_of_memory) {  // see memory_status(): nothing to copy from
+    std::memset(dst, 0, bytes);
+    return;
+  }
   MOTLEY_CHECK(src.defined() && src.device().kind == DeviceKind::kCuda,
                "CopyToHost: source is not a cuda tensor");
   MOTLEY_CHECK(bytes == src.bytes(), "CopyToHost: byte count differs from src.bytes()");
@@ -124,6 +147,7 @@ void CudaBackend::CopyToHost(void* dst, const Tensor& src, size_t bytes) {
 }
 
 void CudaBackend::Copy(Tensor& dst, const Tensor& src) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   MOTLEY_CHECK(dst.defined() && src.defined(), "Copy: undefined tensor");
   MOTLEY_CHECK(dst.device().kind == DeviceKind::kCuda && src.device().kind == DeviceKind::kCuda,
                "Copy: both tensors must be cuda tensors");
@@ -135,6 +159,7 @@ void CudaBackend::Copy(Tensor& dst, const Tensor& src) {
 }
 
 void CudaBackend::Synchronize() {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   MOTLEY_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream));
 }
 

@@ -31,7 +31,12 @@
 // once; CopyToHost, CopyFromHost, Sum and SumSquares synchronise that stream before returning,
 // and Synchronize() waits for everything enqueued. Scratch buffers are reused in stream order.
 // Memory: Empty/Zeros return cudaMalloc'd memory whose Device is {kCuda, device}, freed with
-// cudaFree when the last Tensor goes away.
+// cudaFree when the last Tensor goes away. Out of device memory (a failed cudaMalloc, in Empty or
+// for an op's scratch) is not an abort: the backend records it (memory_status() returns
+// kResourceExhausted naming the device and the bytes), the tensor gets no memory, and every later
+// op returns without launching (reductions return NaN, CopyToHost writes zeros) until the owner
+// checks memory_status() and gives up, as the parallel trainer does after building a stage and
+// after every step.
 // Ownership: tensors it creates share ownership with the caller; it owns its stream, cuBLAS handle
 // and scratch. Thread safety: one instance is used by one thread (rank) at a time.
 #pragma once
@@ -90,6 +95,7 @@ class CudaBackend final : public tensor::Backend {
   void CopyToHost(void* dst, const tensor::Tensor& src, size_t bytes) override;
   void Copy(tensor::Tensor& dst, const tensor::Tensor& src) override;
   void Synchronize() override;
+  Status memory_status() const override;
 
   // --- linear (cuda_ops.cc: cuBLAS through cuda::Gemm) ---
   // out (N, OC) = inp (N, C) @ weight (OC, C)^T

@@ -27,6 +27,25 @@ Context::~Context() {
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
+void* Context::Malloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: clear it so later calls are not blamed
+    if (!out_of_memory) {
+      out_of_memory = true;
+      failed_bytes = bytes;
+      if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        free_bytes = total_bytes = 0;
+      }
+    }
+    return nullptr;
+  }
+  MOTLEY_CUDA_CHECK(err);
+  return p;
+}
+
 void* Context::Scratch(Slot slot, size_t bytes) {
   const auto i = static_cast<size_t>(slot);
   if (scratch_bytes[i] < bytes) {
@@ -36,7 +55,8 @@ void* Context::Scratch(Slot slot, size_t bytes) {
     }
     scratch[i] = nullptr;
     scratch_bytes[i] = 0;
-    MOTLEY_CUDA_CHECK(cudaMalloc(&scratch[i], bytes));
+    scratch[i] = Malloc(bytes);
+    if (scratch[i] == nullptr) return nullptr;
     scratch_bytes[i] = bytes;
   }
   return scratch[i];
@@ -51,6 +71,7 @@ __global__ void ToBf16Kernel(__nv_bfloat16* out, const float* in, int64_t n) {
 // A bf16 copy of `count` floats in `slot`.
 const __nv_bfloat16* ToBf16(Context& ctx, Context::Slot slot, const float* in, int64_t count) {
   auto* out = ctx.ScratchOf<__nv_bfloat16>(slot, static_cast<size_t>(count));
+  if (out == nullptr) return nullptr;  // out of memory
   ToBf16Kernel<<<Blocks(count), kThreads, 0, ctx.stream>>>(out, in, count);
   MOTLEY_CUDA_LAUNCHED();
   return out;
@@ -73,6 +94,7 @@ void Gemm(Context& ctx, const GemmArgs& g) {
     a = ToBf16(ctx, Context::kOperandA, g.a, g.a_count);
     b = ToBf16(ctx, Context::kOperandB, g.b, g.b_count);
     ab_type = CUDA_R_16BF;
+    if (ctx.out_of_memory) return;
   }
   MOTLEY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       ctx.blas, ta, tb, AsInt(g.m), AsInt(g.n), AsInt(g.k), &g.alpha, a, ab_type, AsInt(g.lda),

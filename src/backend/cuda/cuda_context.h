@@ -71,7 +71,18 @@ struct Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  // At least `bytes` of device memory in `slot` (contents undefined after growing).
+  // Out of memory (sticky): the first failed cudaMalloc's request and the device's free and total
+  // bytes at that moment. Once set, every op of the backend is a no-op (cuda_backend.h).
+  bool out_of_memory = false;
+  size_t failed_bytes = 0;
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  // cudaMalloc that records an out-of-memory failure instead of aborting: nullptr then (and the
+  // error is cleared); any other error is a broken contract (MOTLEY_CUDA_CHECK).
+  void* Malloc(size_t bytes);
+
+  // At least `bytes` of device memory in `slot` (contents undefined after growing); nullptr when
+  // the device is out of memory (out_of_memory is set; the caller returns at once).
   void* Scratch(Slot slot, size_t bytes);
   template <typename T>
   T* ScratchOf(Slot slot, size_t count) {

@@ -38,11 +38,13 @@ int64_t LastDim(const Tensor& t) {
 }  // namespace
 
 void CudaBackend::Fill(Tensor& t, float value) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   cuda::Fill(ctx_->stream, F32(t, "Fill: t must be a cuda f32 tensor"), value, t.numel());
 }
 
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T; column-major: out^T (OC, N) = W'^T inp'.
 void CudaBackend::MatmulForward(Tensor& out, const Tensor& inp, const Tensor& weight) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   MOTLEY_CHECK(weight.shape().rank() == 2, "MatmulForward: weight must be (OC, C)");
   const int64_t OC = weight.dim(0), C = weight.dim(1);
   MOTLEY_CHECK(C > 0 && inp.numel() % C == 0, "MatmulForward: inp's last dimension must be C");
@@ -67,6 +69,7 @@ void CudaBackend::MatmulForward(Tensor& out, const Tensor& inp, const Tensor& we
 // dinp (N, C) += dout (N, OC) @ weight (OC, C); dweight (OC, C) += dout^T @ inp.
 void CudaBackend::MatmulBackward(Tensor& dinp, Tensor& dweight, const Tensor& dout,
                                  const Tensor& inp, const Tensor& weight) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   MOTLEY_CHECK(weight.shape().rank() == 2, "MatmulBackward: weight must be (OC, C)");
   const int64_t OC = weight.dim(0), C = weight.dim(1);
   MOTLEY_CHECK(C > 0, "MatmulBackward: C must be positive");
@@ -112,6 +115,7 @@ void CudaBackend::MatmulBackward(Tensor& dinp, Tensor& dweight, const Tensor& do
 }
 
 void CudaBackend::EmbeddingForward(Tensor& out, const Tensor& tokens, const Tensor& wte) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const int64_t C = LastDim(wte), N = tokens.numel();
   MOTLEY_CHECK(out.numel() == N * C, "EmbeddingForward: out must be (N, C)");
   cuda::EmbeddingForward(ctx_->stream, F32(out, "EmbeddingForward: out"),
@@ -120,6 +124,7 @@ void CudaBackend::EmbeddingForward(Tensor& out, const Tensor& tokens, const Tens
 }
 
 void CudaBackend::EmbeddingBackward(Tensor& dwte, const Tensor& dout, const Tensor& tokens) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const int64_t C = LastDim(dwte), N = tokens.numel();
   MOTLEY_CHECK(dout.numel() == N * C, "EmbeddingBackward: dout must be (N, C)");
   cuda::EmbeddingBackward(ctx_->stream, F32(dwte, "EmbeddingBackward: dwte"),
@@ -129,6 +134,7 @@ void CudaBackend::EmbeddingBackward(Tensor& dwte, const Tensor& dout, const Tens
 
 void CudaBackend::RmsNormForward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight,
                                  float eps) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const int64_t C = LastDim(inp), N = inp.numel() / C;
   MOTLEY_CHECK(weight.numel() == C && out.numel() == N * C && rstd.numel() == N,
                "RmsNormForward: out (N, C), rstd (N), weight (C)");
@@ -139,6 +145,7 @@ void CudaBackend::RmsNormForward(Tensor& out, Tensor& rstd, const Tensor& inp, c
 
 void CudaBackend::RmsNormBackward(Tensor& dinp, Tensor& dweight, const Tensor& dout,
                                   const Tensor& inp, const Tensor& weight, const Tensor& rstd) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const int64_t C = LastDim(inp), N = inp.numel() / C;
   MOTLEY_CHECK(weight.numel() == C && dweight.numel() == C && dinp.numel() == N * C &&
                    dout.numel() == N * C && rstd.numel() == N,
@@ -151,6 +158,7 @@ void CudaBackend::RmsNormBackward(Tensor& dinp, Tensor& dweight, const Tensor& d
 
 // out (B, T, H, HS) = rope(inp); out may alias inp.
 void CudaBackend::RopeForward(Tensor& out, const Tensor& inp, int64_t pos_offset, float theta) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   MOTLEY_CHECK(inp.shape().rank() == 4 && out.shape() == inp.shape(),
                "RopeForward: out and inp must be (B, T, H, HS)");
   MOTLEY_CHECK(inp.dim(3) % 2 == 0, "RoPE: head size must be even");
@@ -160,6 +168,7 @@ void CudaBackend::RopeForward(Tensor& out, const Tensor& inp, int64_t pos_offset
 
 // dinp (B, T, H, HS) += rope^-1(dout)
 void CudaBackend::RopeBackward(Tensor& dinp, const Tensor& dout, int64_t pos_offset, float theta) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   MOTLEY_CHECK(dout.shape().rank() == 4 && dinp.shape() == dout.shape(),
                "RopeBackward: dinp and dout must be (B, T, H, HS)");
   MOTLEY_CHECK(dout.dim(3) % 2 == 0, "RoPE: head size must be even");
@@ -182,6 +191,7 @@ cuda::AttentionDims CheckAttention(const Tensor& q, const Tensor& k, const Tenso
 
 void CudaBackend::AttentionForward(Tensor& out, Tensor& att, const Tensor& q, const Tensor& k,
                                    const Tensor& v) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const cuda::AttentionDims d =
       CheckAttention(q, k, v, att, "AttentionForward: q (B,T,NH,HS), k v (B,T,NKV,HS)");
   MOTLEY_CHECK(out.shape() == q.shape(), "AttentionForward: out must be shaped like q");
@@ -193,6 +203,7 @@ void CudaBackend::AttentionForward(Tensor& out, Tensor& att, const Tensor& q, co
 void CudaBackend::AttentionBackward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dout,
                                     const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& att) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const cuda::AttentionDims d =
       CheckAttention(q, k, v, att, "AttentionBackward: q (B,T,NH,HS), k v (B,T,NKV,HS)");
   MOTLEY_CHECK(dq.shape() == q.shape() && dout.shape() == q.shape(),
@@ -206,6 +217,7 @@ void CudaBackend::AttentionBackward(Tensor& dq, Tensor& dk, Tensor& dv, const Te
 }
 
 void CudaBackend::SwiGluForward(Tensor& out, const Tensor& gate, const Tensor& up) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const int64_t n = gate.numel();
   MOTLEY_CHECK(up.numel() == n && out.numel() == n, "SwiGluForward: sizes differ");
   cuda::SwiGluForward(ctx_->stream, F32(out, "SwiGluForward: out"),
@@ -214,6 +226,7 @@ void CudaBackend::SwiGluForward(Tensor& out, const Tensor& gate, const Tensor& u
 
 void CudaBackend::SwiGluBackward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate,
                                  const Tensor& up) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const int64_t n = gate.numel();
   MOTLEY_CHECK(up.numel() == n && dout.numel() == n && dgate.numel() == n && dup.numel() == n,
                "SwiGluBackward: sizes differ");
@@ -223,6 +236,7 @@ void CudaBackend::SwiGluBackward(Tensor& dgate, Tensor& dup, const Tensor& dout,
 }
 
 void CudaBackend::CrossEntropyForward(Tensor& losses, const Tensor& logits, const Tensor& targets) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const int64_t V = LastDim(logits), N = logits.numel() / V;
   MOTLEY_CHECK(losses.numel() == N && targets.numel() == N,
                "CrossEntropyForward: losses and targets must be (N)");
@@ -233,6 +247,7 @@ void CudaBackend::CrossEntropyForward(Tensor& losses, const Tensor& logits, cons
 
 void CudaBackend::CrossEntropyBackward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                                        float loss_scale) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const int64_t V = LastDim(logits), N = logits.numel() / V;
   MOTLEY_CHECK(dlogits.numel() == N * V && targets.numel() == N,
                "CrossEntropyBackward: dlogits (N, V), targets (N)");
@@ -242,26 +257,31 @@ void CudaBackend::CrossEntropyBackward(Tensor& dlogits, const Tensor& logits, co
 }
 
 void CudaBackend::Add(Tensor& out, const Tensor& a, const Tensor& b) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const int64_t n = a.numel();
   MOTLEY_CHECK(b.numel() == n && out.numel() == n, "Add: sizes differ");
   cuda::Add(ctx_->stream, F32(out, "Add: out"), F32(a, "Add: a"), F32(b, "Add: b"), n);
 }
 
 void CudaBackend::AddInPlace(Tensor& a, const Tensor& b) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const int64_t n = a.numel();
   MOTLEY_CHECK(b.numel() == n, "AddInPlace: sizes differ");
   cuda::AddInPlace(ctx_->stream, F32(a, "AddInPlace: a"), F32(b, "AddInPlace: b"), n);
 }
 
 void CudaBackend::Scale(Tensor& a, float s) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   cuda::Scale(ctx_->stream, F32(a, "Scale: a"), s, a.numel());
 }
 
 double CudaBackend::SumSquares(const Tensor& a) {
+  if (ctx_->out_of_memory) return std::nan("");  // see memory_status()
   return cuda::Reduce(*ctx_, F32(a, "SumSquares: a"), a.numel(), true);
 }
 
 double CudaBackend::Sum(const Tensor& a) {
+  if (ctx_->out_of_memory) return std::nan("");  // see memory_status()
   return cuda::Reduce(*ctx_, F32(a, "Sum: a"), a.numel(), false);
 }
 
@@ -269,6 +289,7 @@ double CudaBackend::Sum(const Tensor& a) {
 // param -= lr (m mcorr / (sqrt(v vcorr) + eps) + wd param), as the CPU backend.
 void CudaBackend::AdamW(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                         const tensor::AdamWParams& p) {
+  if (ctx_->out_of_memory) return;  // see memory_status()
   const int64_t n = param.numel();
   MOTLEY_CHECK(grad.numel() == n && m.numel() == n && v.numel() == n, "AdamW: sizes differ");
   MOTLEY_CHECK(p.step >= 1, "AdamW: step is 1-based");

@@ -242,6 +242,7 @@ namespace {
 const float* RopeTable(Context& ctx, int64_t T, int64_t HS, int64_t pos_offset, float theta) {
   const int64_t half = HS / 2;
   auto* table = ctx.ScratchOf<float>(Context::kRopeTable, static_cast<size_t>(2 * T * half));
+  if (table == nullptr) return nullptr;  // out of memory
   if (T == ctx.rope_T && HS == ctx.rope_HS && pos_offset == ctx.rope_pos &&
       theta == ctx.rope_theta) {
     return table;
@@ -270,6 +271,7 @@ const float* RopeTable(Context& ctx, int64_t T, int64_t HS, int64_t pos_offset, 
 void Rope(Context& ctx, float* out, const float* inp, int64_t B, int64_t T, int64_t H, int64_t HS,
           int64_t pos_offset, float theta, bool backward) {
   const float* table = RopeTable(ctx, T, HS, pos_offset, theta);
+  if (table == nullptr) return;  // out of memory
   const int64_t pairs = B * T * H * (HS / 2);
   RopeKernel<<<Blocks(pairs), kThreads, 0, ctx.stream>>>(out, inp, table, pairs, T, H, HS,
                                                          backward);
@@ -322,6 +324,7 @@ double Reduce(Context& ctx, const float* a, int64_t n, bool square) {
   constexpr unsigned int kMaxBlocks = 1024;
   const unsigned int blocks = Blocks(n) < kMaxBlocks ? Blocks(n) : kMaxBlocks;
   auto* partials = ctx.ScratchOf<double>(Context::kPartials, blocks);
+  if (partials == nullptr) return std::nan("");  // out of memory
   if (square) {
     ReduceKernel<true><<<blocks, kThreads, 0, ctx.stream>>>(partials, a, n);
   } else {

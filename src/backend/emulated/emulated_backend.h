@@ -101,7 +101,7 @@ class EmulatedBackend final : public tensor::Backend {
   int64_t live_bytes() const;
   int64_t peak_bytes() const;
   // Ok, or the first out-of-memory error (sticky).
-  Status memory_status() const { return oom_; }
+  Status memory_status() const override { return oom_; }
   // Like Empty/Zeros, but an allocation past the capacity returns the error and allocates nothing.
   Result<tensor::Tensor> TryEmpty(tensor::Shape shape, tensor::DType dtype);
   Result<tensor::Tensor> TryZeros(tensor::Shape shape, tensor::DType dtype);

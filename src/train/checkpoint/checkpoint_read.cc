@@ -167,6 +167,12 @@ Result<CheckpointReader> CheckpointReader::OpenMotley(const std::string& dir) {
     return Err(StatusCode::kInvalidArgument, "{}: missing or mistyped field: {}", sidecar_path,
                e.what());
   }
+  // Counts a resume continues from (issue 17: `step: -5` reached a CHECK of the batch sampler).
+  if (reader.metadata_.step < 0 || reader.metadata_.consumed_samples < 0) {
+    return Err(StatusCode::kInvalidArgument,
+               "{}: fields 'step' ({}) and 'consumed_samples' ({}) must not be negative",
+               sidecar_path, reader.metadata_.step, reader.metadata_.consumed_samples);
+  }
   if (!files.contains(kModelIndexFile)) {
     return Err(StatusCode::kInvalidArgument, "{}: field 'files' does not list {}", sidecar_path,
                kModelIndexFile);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include <fmt/core.h>
@@ -65,12 +66,20 @@ Result<SafetensorsEntry> ParseEntry(const std::string& path, const std::string& 
   }
   if (!e["shape"].is_array())
     return Err(StatusCode::kInvalidArgument, "{}: field 'shape' is not an array", where);
+  // The element count must fit int64 and its bytes uint64 (issue 17: a shape of [2^32, 2^32]
+  // overflowed numel(); found by fuzz/checkpoint_fuzz.cc, fuzz/regressions/checkpoint).
+  int64_t numel = 1;
   for (const json& d : e["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0) {
       return Err(StatusCode::kInvalidArgument,
                  "{}: field 'shape' holds '{}', not a non-negative integer", where, d.dump());
     }
     entry.shape.push_back(d.get<int64_t>());
+    if (__builtin_mul_overflow(numel, d.get<int64_t>(), &numel) ||
+        numel > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(sizeof(float))) {
+      return Err("{}: field 'shape' {} holds more elements than a file can", where,
+                 e["shape"].dump());
+    }
   }
   const json& off = e["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||

@@ -88,6 +88,10 @@ TEST(Safetensors, RejectsMalformedFiles) {
   ExpectError(Craft(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8), "hole");
   ExpectError(Craft(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8), "trailing");
   ExpectError(Craft(R"({"__metadata__":{"k":3}})", 0), "not a string");
+  // An element count that overflows (found by fuzz/checkpoint_fuzz.cc).
+  ExpectError(
+      Craft(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0),
+      "holds more elements than a file can");
 }
 
 }  // namespace

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Fault injection (issue 17, label `fault`): SIGKILL of one rank of a 4-rank mpiexec training run
+# at seeded random points (which rank, after how many steps, how far into the next), REPS times.
+# Each case must
+#   - end (no hang; CTest's TIMEOUT is the only guard): the killed rank's process by signal 9, and
+#     every other rank's process with a non-zero status (a wrapper records each rank's status);
+#   - name what happened on every rank: each surviving rank prints an error naming itself and the
+#     killed rank (the lost peer);
+#   - leave the last complete checkpoint loadable: `motley train --resume` from it (ranks as
+#     threads, the same plan) continues at its step + 1 and trains one more step.
+# mpiexec runs with --enable-recovery: without it Open MPI kills the surviving processes as soon
+# as one dies, before they can tell what happened (only mpiexec's report would name the killed
+# rank). The run is paced on the wall clock (--clock wall, about 0.3 s a step), so kills land
+# mid-step. Each case prints its measured time from the kill to the end of mpiexec ("time to
+# end"); nothing is asserted on it.
+#
+# Usage: kill9_train_test.sh MPIEXEC MOTLEY [REPS] [SEED]   (exit 77 = skip)
+set -uo pipefail
+MPIEXEC=${1:-}
+MOTLEY=$2
+REPS=${3:-5}
+SEED=${4:-17}
+if [[ -z "$MPIEXEC" ]] || ! command -v "$MPIEXEC" >/dev/null 2>&1; then
+  echo "SKIP: mpiexec not found ('$MPIEXEC'); this test needs Open MPI"; exit 77
+fi
+WORK=$(mktemp -d)
+MPI_PID=""
+cleanup() {
+  [[ -n "$MPI_PID" ]] && kill -KILL "$MPI_PID" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+cd "$WORK" || exit 1
+
+cat >cluster.yaml <<'YAML'
+name: four
+device_types:
+  - {name: fast, vendor: cpu, peak_flops: 0.6 GFLOPS, memory: 1 GiB, memory_bandwidth: 2 GB/s,
+     emulated: {flops: 0.6 GFLOPS, memory_bandwidth: 2 GB/s}}
+  - {name: slow, vendor: cpu, peak_flops: 0.2 GFLOPS, memory: 1 GiB, memory_bandwidth: 1 GB/s,
+     emulated: {flops: 0.2 GFLOPS, memory_bandwidth: 1 GB/s}}
+link_classes:
+  - {name: shm, latency: 5 us, bandwidth: 2 GB/s}
+nodes:
+  - {name: host-fast, device_type: fast, device_count: 2, intra_link: shm}
+  - {name: host-slow, device_type: slow, device_count: 2, intra_link: shm}
+islands:
+  - {name: localhost, nodes: [host-fast, host-slow], link: shm}
+YAML
+cat >plan.json <<'JSON'
+{"format": "motley-plan", "version": 1, "schedule": "1f1b", "recompute": "none",
+ "optimizer_sharding": "none", "comment": "dp2 of pp2 on 4 devices",
+ "pipelines": [
+  {"micro_batches": 2, "micro_batch_size": 2, "stages": [
+    {"first_block": 0, "num_blocks": 2, "has_embedding": true, "has_head": false, "devices": [0], "tp_degree": 1},
+    {"first_block": 2, "num_blocks": 2, "has_embedding": false, "has_head": true, "devices": [2], "tp_degree": 1}]},
+  {"micro_batches": 2, "micro_batch_size": 2, "stages": [
+    {"first_block": 0, "num_blocks": 2, "has_embedding": true, "has_head": false, "devices": [1], "tp_degree": 1},
+    {"first_block": 2, "num_blocks": 2, "has_embedding": false, "has_head": true, "devices": [3], "tp_degree": 1}]}]}
+JSON
+run_file() {  # NAME CHECKPOINT_DIR METRICS
+  cat >"$1.yaml" <<YAML
+cluster: ../cluster.yaml
+model: {preset: tiny, num_blocks: 4, num_heads: 8, num_kv_heads: 8}
+train:
+  global_batch: 8
+  seq_len: 32
+  steps: 40
+  seed: 7
+  optimizer: {lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 3}
+  val_every: 0
+  metrics_path: $3
+  checkpoint: {dir: $2, every_steps: 2, keep_last: 2}
+YAML
+}
+
+# Each rank runs through this wrapper, which records the rank's exit status (128 + N: signal N).
+cat >rank.sh <<'SH'
+#!/usr/bin/env bash
+"$@"
+status=$?
+echo "$OMPI_COMM_WORLD_RANK $status" >>"$RANK_STATUS"
+exit $status
+SH
+chmod +x rank.sh
+
+RANDOM=$SEED
+for rep in $(seq 1 "$REPS"); do
+  victim=$((RANDOM % 4))
+  after_steps=$((2 + RANDOM % 24))          # steps completed before the kill
+  delay_ms=$((RANDOM % 300))                # then this far into the next step
+  dir="case$rep"
+  mkdir -p "$dir"
+  run_file "$dir/run" "$dir/ckpt" "$dir/metrics.jsonl"
+  echo "=== case $rep: kill rank $victim with SIGKILL after $after_steps steps + ${delay_ms} ms"
+  RANK_STATUS="$PWD/$dir/status" "$MPIEXEC" -n 4 --oversubscribe --bind-to none \
+    --mca mpi_yield_when_idle 1 --enable-recovery -x RANK_STATUS \
+    ./rank.sh "$MOTLEY" train "$dir/run.yaml" --plan plan.json --clock wall >"$dir/mpi.log" 2>&1 &
+  MPI_PID=$!
+  while true; do
+    done_steps=$( [[ -f "$dir/metrics.jsonl" ]] && wc -l <"$dir/metrics.jsonl" || echo 0)
+    [[ "$done_steps" -ge "$after_steps" ]] && break
+    kill -0 "$MPI_PID" 2>/dev/null || { cat "$dir/mpi.log"; fail "case $rep: the run ended early"; }
+    sleep 0.02
+  done
+  sleep "$(awk "BEGIN {print $delay_ms / 1000}")"
+  victim_pid=""
+  for wrapper in $(pgrep -P "$MPI_PID"); do
+    for child in $(pgrep -P "$wrapper"); do
+      if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$victim"; then
+        victim_pid=$child
+      fi
+    done
+  done
+  [[ -n "$victim_pid" ]] || fail "case $rep: no process of rank $victim under mpiexec"
+  kill_at=$(date +%s.%N)
+  kill -KILL "$victim_pid"
+  # The case ends when every rank has ended (recorded its status). With --enable-recovery
+  # mpiexec itself may wait on after its last process ended; it is ended here.
+  while [[ $(cat "$dir/status" 2>/dev/null | wc -l) -lt 4 ]] && kill -0 "$MPI_PID" 2>/dev/null; do
+    sleep 0.02
+  done
+  end_at=$(date +%s.%N)
+  sleep 0.5
+  kill -TERM "$MPI_PID" 2>/dev/null
+  wait "$MPI_PID"
+  MPI_PID=""
+  echo "--- case $rep: every rank ended; time to end $(awk "BEGIN {printf \"%.2f\", $end_at - $kill_at}") s"
+  grep -v -E '^step |PMIX ERROR' "$dir/mpi.log" | tail -n 12
+  echo "rank exit statuses: $(sort "$dir/status" | tr '\n' ' ')"
+  grep -q "^step 40/40" "$dir/mpi.log" && fail "case $rep: the run finished: the kill came too late"
+  # Every rank ended, and how: the killed one by signal 9, the others with an error status.
+  for r in 0 1 2 3; do
+    rank_status=$(awk -v r="$r" '$1 == r {print $2}' "$dir/status")
+    [[ -n "$rank_status" ]] || fail "case $rep: rank $r recorded no exit status"
+    if [[ $r -eq $victim ]]; then
+      [[ "$rank_status" -eq 137 ]] || fail "case $rep: the killed rank $r ended with $rank_status"
+      continue
+    fi
+    [[ "$rank_status" -ne 0 ]] || fail "case $rep: rank $r exited 0 although rank $victim was lost"
+    # ... and each survivor names itself and the lost rank.
+    grep -Eq "rank $r: .*(world rank|rank) $victim[^0-9]" "$dir/mpi.log" ||
+      fail "case $rep: rank $r printed no error naming the lost rank $victim"
+  done
+  # The last complete checkpoint loads: resume from it and train one step.
+  latest=$(sed -n 's/^step-0*\([0-9][0-9]*\)$/\1/p' "$dir/ckpt/latest" 2>/dev/null)
+  if [[ -z "$latest" ]]; then
+    echo "case $rep: no checkpoint was complete before the kill (kill after $after_steps steps)"
+    [[ $after_steps -lt 2 ]] || fail "case $rep: no checkpoint after $after_steps steps"
+    continue
+  fi
+  sed -i "s/steps: 40/steps: $((latest + 1))/; s|metrics_path: .*|metrics_path: $dir/resume.jsonl|" \
+    "$dir/run.yaml"
+  "$MOTLEY" train "$dir/run.yaml" --plan plan.json --resume >"$dir/resume.log" 2>&1 ||
+    { cat "$dir/resume.log"; fail "case $rep: resuming from step $latest failed"; }
+  grep -q "continuing at step $((latest + 1))" "$dir/resume.log" ||
+    { cat "$dir/resume.log"; fail "case $rep: did not continue at step $((latest + 1))"; }
+  echo "case $rep: resumed from the step-$latest checkpoint"
+done
+echo "PASS: $REPS kill -9 cases ended with every rank named and a loadable checkpoint"
