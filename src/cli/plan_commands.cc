@@ -12,7 +12,7 @@
 #include "cli/offline.h"
 #include "core/file_util.h"
 #include "plan/planner.h"
-#include "plan/report_html.h"
+#include "report/plan_report.h"
 #include "sim/simulator.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
@@ -156,7 +156,7 @@ int RunPlan(const PlanArgs& args) {
     auto r = simulator.Run(best, so);
     if (!r.ok()) return Fail("plan", r.status());
     if (!args.report_path.empty()) {
-      const Status s = WriteFileAtomic(args.report_path, plan::ReportHtml(*off.predictor, *report, *r));
+      const Status s = WriteFileAtomic(args.report_path, report::PlanReportHtml(*off.predictor, *report, *r));
       if (!s.ok()) return Fail("plan", s);
       fmt::print("report written to {}\n", args.report_path);
     }

@@ -80,6 +80,42 @@ Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const Planne
   return *best;
 }
 
+const char* BaselineKindName(BaselineKind kind) {
+  switch (kind) {
+    case BaselineKind::kUniform: return "uniform";
+    case BaselineKind::kHomogeneous: return "homogeneous";
+    case BaselineKind::kIdentical: return "identical";
+  }
+  return "?";
+}
+
+Result<BaselineKind> ParseBaselineKind(std::string_view name) {
+  for (BaselineKind k :
+       {BaselineKind::kUniform, BaselineKind::kHomogeneous, BaselineKind::kIdentical}) {
+    if (name == BaselineKindName(k)) return k;
+  }
+  return Err(StatusCode::kInvalidArgument,
+             "'{}' is not a baseline (one of: uniform, homogeneous, identical)", name);
+}
+
+bool IsBaselineName(std::string_view name) { return ParseBaselineKind(name).ok(); }
+
+Result<Candidate> FindBaseline(const PlanReport& report, BaselineKind kind) {
+  for (const Baseline& b : report.baselines) {
+    if (b.kind != kind) continue;
+    if (!b.found) {
+      return Err(StatusCode::kFailedPrecondition, "baseline {}: none fits ({})",
+                 BaselineKindName(kind), b.why_not);
+    }
+    Candidate c = b.candidate;
+    c.plan.comment = fmt::format("motley baseline '{}' ({}): {}", BaselineKindName(kind), b.name,
+                                 c.description);
+    return c;
+  }
+  return Err(StatusCode::kFailedPrecondition,
+             "baseline {}: not computed (plan with baselines on)", BaselineKindName(kind));
+}
+
 double Candidate::TokensPerSecond(int64_t tokens_per_step) const {
   const double t = simulated_s > 0 ? simulated_s : prediction.iteration_s;
   return t > 0 ? static_cast<double>(tokens_per_step) / t : 0.0;
@@ -107,13 +143,6 @@ std::string SummarizeReport(const PlanReport& report) {
   if (report.hethub_sum_tokens_per_s > 0) {
     out += fmt::format("  HETHUB ratio (to the sum of per-type homogeneous plans, {:.1f} tokens/s): {:.4f}\n",
                        report.hethub_sum_tokens_per_s, tps / report.hethub_sum_tokens_per_s);
-  }
-  for (size_t i = 0; i < report.ranked.size() && i < 5; ++i) {
-    const Candidate& c = report.ranked[i];
-    out += fmt::format("  #{}: {:.1f} tokens/s, {:.3f} s predicted{}: {}\n", i + 1,
-                       c.prediction.tokens_per_s, c.prediction.iteration_s,
-                       c.simulated_s > 0 ? fmt::format(", {:.3f} s simulated", c.simulated_s) : "",
-                       c.description);
   }
   for (const Baseline& b : report.baselines) {
     if (b.found) out += fmt::format("  baseline {}: {}\n", b.name, b.candidate.description);

@@ -55,11 +55,25 @@ struct Candidate {
   double TokensPerSecond(int64_t tokens_per_step) const;
 };
 
+// The baselines every plan is compared with (`motley plan --baseline KIND` writes one as a plan).
+enum class BaselineKind {
+  kUniform,      // the best uniform Megatron-style split over the whole cluster (BestUniformPlan)
+  kHomogeneous,  // the best plan on the devices of one type alone
+  kIdentical,    // the best plan whose pipelines are all identical
+};
+// "uniform", "homogeneous", "identical".
+const char* BaselineKindName(BaselineKind kind);
+// Parses one of those names; the error lists them.
+Result<BaselineKind> ParseBaselineKind(std::string_view name);
+// Whether `name` is one of those names.
+bool IsBaselineName(std::string_view name);
+
 struct Baseline {
   std::string name;        // "uniform", "homogeneous (h100)", "identical pipelines"
   bool found = false;
   std::string why_not;     // when not found
   Candidate candidate;
+  BaselineKind kind = BaselineKind::kUniform;
 };
 
 struct PlanReport {
@@ -92,5 +106,9 @@ double ComputeBoundTokensPerSecond(const perf::Predictor& predictor,
 
 // One line per baseline and reference for logs: ratio of the plan to each.
 std::string SummarizeReport(const PlanReport& report);
+
+// The baseline of `kind` in a report planned with baselines on; an error (naming why) when the
+// planner found none of that kind. The plan's comment says which baseline it is.
+Result<Candidate> FindBaseline(const PlanReport& report, BaselineKind kind);
 
 }  // namespace motley::plan
