@@ -14,6 +14,7 @@
 
 #include <fmt/core.h>
 
+#include "cli/cli_help.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "perf/profile.h"
@@ -119,20 +120,28 @@ void AddProfileCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--micro-batches", args->micro_batches,
                   "Micro-batch sizes to measure, comma-separated (default 1,2,4)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(Positive())
+      ->type_name("B,...");
   cmd->add_option("--tp", args->tp, "TP degree: time one rank's shard, no communication (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive())
+      ->type_name("T");
   cmd->add_option("--device-type", args->device_type,
-                  "Device type name the times are filed under (default: the cluster's first)");
+                  "Device type name the times are filed under (default: the cluster's first)")
+      ->type_name("NAME");
   cmd->add_option("--threads", args->threads, "CPU threads (default: train.threads)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive())
+      ->type_name("N");
   cmd->add_option("--repeats", args->repeats, "Timed passes per point; the median is kept (default 7)")
-      ->check(CLI::PositiveNumber);
+      ->check(Positive())
+      ->type_name("N");
   cmd->add_option("--companions", args->companions,
                   "Threads that run the same work untimed beside the timed one, as the other "
                   "ranks of a plan load the machine (default 0; 1 for plans on both cores of a "
                   "2-core machine)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative())
+      ->type_name("N");
+  SetExamples(cmd, {"motley profile examples/runs/small.yaml -o profile.json && motley predict "
+                    "examples/runs/small.yaml plan.json --profile profile.json"});
   cmd->callback([args, &exit_code] {
     const Status s = RunProfileOrError(*args);
     exit_code = s.ok() ? 0 : Fail("profile", s);

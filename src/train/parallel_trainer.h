@@ -17,6 +17,15 @@
 // step's makespan, max over ranks of its end minus min of its start; wall: rank 0's wall time).
 // Devices of non-emulated types run on a CpuBackend, timed by the steady clock (clock `host`).
 //
+// Validation (as in the serial loop, trainer.h): every train.val_every steps and after the last
+// step, every rank runs the same train.val_batches fixed global batches of the validation split
+// forward only through its pipeline (ParallelRank::Evaluate); the loss goes to the step's metrics
+// line (`val_loss`), the progress output and the summary. Its time is outside every step time.
+//
+// Progress (progress.h, rank 0 only): one line per step on a terminal, plain lines every
+// log_every steps otherwise, with wall-clock tokens/s, the emulated rate on the virtual clock,
+// and the ETA.
+//
 // Per step, rank 0 gathers every rank's times and writes one JSONL line (docs/formats/
 // parallel-metrics.md): loss, lr, grad norm, tokens/s, MFU, a `skipped` flag, the clock, and
 // per-rank and per-stage forward, backward, pipeline-transfer, TP, DP-sync and optimizer times. A
@@ -119,7 +128,8 @@ struct PlanSwitch {
 
 struct ParallelTrainerOptions {
   std::FILE* out = stdout;    // progress lines and summary; nullptr: silent
-  int64_t log_every = 0;      // progress line every N steps; 0: steps / 20, at least 1
+  int64_t log_every = 0;      // plain progress line every N steps; 0: steps / 20, at least 1
+  std::optional<bool> interactive;  // progress bar with '\r'; unset: whether `out` is a terminal
   std::string metrics_path;   // JSONL; empty: train.metrics_path (empty too: none)
   std::string trace_path;     // Chrome trace JSON; empty: none
   std::vector<int64_t> trace_steps;  // steps to trace (1-based); empty with trace_path: step 1
@@ -176,6 +186,9 @@ struct ParallelTrainSummary {
   int64_t first_step = 1;              // the first of them (checkpoint step + 1 on resume)
   int ranks = 0;
   std::vector<double> losses;          // per step, index step - first_step
+  // (step, validation loss) every train.val_every steps and after the last step (val_every 0:
+  // none); the loss over train.val_batches fixed batches of the validation split, as serially.
+  std::vector<std::pair<int64_t, double>> val_history;
   std::string last_checkpoint;         // folder of the last checkpoint saved; empty: none
   bool stopped = false;                // ended early on SIGTERM (after saving)
   std::vector<double> grad_norms;      // per step

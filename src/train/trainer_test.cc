@@ -139,7 +139,7 @@ TEST(TrainerTest, WritesMetricsAndPrintsSummary) {
   std::string printed;
   for (int ch = 0; (ch = std::fgetc(out)) != EOF;) printed.push_back(static_cast<char>(ch));
   std::fclose(out);
-  EXPECT_NE(printed.find("step 2/5 loss"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("step 2/5 | loss"), std::string::npos) << printed;
   EXPECT_NE(printed.find("step 4: val_loss"), std::string::npos) << printed;
   EXPECT_NE(printed.find("done: 5 steps, 1280 tokens"), std::string::npos) << printed;
   EXPECT_NE(printed.find("GFLOP/s achieved"), std::string::npos) << printed;
