@@ -1,5 +1,5 @@
 // motley_comm_emulation_bench: link emulation on the WALL clock against the alpha-beta time of the
-// ring algorithm (docs/reference performance-model.md), per operation, rank count and size, with
+// ring algorithm (the project's reference notes, performance-model.md), per operation, rank count and size, with
 // a uniform ring and with one slower link. The virtual clock is exact and tested
 // (tests/comm/link_emulation_test.cc); this measures how closely real sleeping ranks follow it.
 //

@@ -250,8 +250,10 @@ TEST_F(CliTest, PlanCompareOnEmulatedCluster) {
   auto compared = motley::ReadFile(Path("m.local-hetero-uniform.jsonl"));
   ASSERT_TRUE(compared.ok()) << o.out;
   EXPECT_EQ(std::count(compared->begin(), compared->end(), '\n'), 2);
-  EXPECT_NE(o.out.find("metrics: " + Path("m.local-hetero-uniform.jsonl")), std::string::npos)
+  EXPECT_NE(o.out.find("metrics: " + metrics + ", " + Path("m.local-hetero-uniform.jsonl")),
+            std::string::npos)
       << o.out;
+  EXPECT_NE(o.out.find("measured speed-up of "), std::string::npos) << o.out;
 
   Outcome no_plan = Run("train " + examples + "runs/local-hetero.yaml --compare " + examples +
                         "plans/local-hetero-uniform.json");
@@ -362,7 +364,7 @@ TEST_F(CliTest, AutoPlanTrainsAndResumes) {
   ASSERT_EQ(first.exit_code, 0) << first.err << first.out;
   EXPECT_NE(first.out.find("auto-plan for cluster 'local-hetero' (6 devices)"), std::string::npos)
       << first.out;
-  EXPECT_NE(first.out.find("with plan auto-plan"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("parallel run: plan auto-plan,"), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("step 2: checkpoint"), std::string::npos) << first.out;
   Outcome resumed =
       Run("train " + run + " --auto-plan --steps 4 --checkpoint-dir " + ckpt + " --resume");

@@ -173,7 +173,7 @@ int RunPlan(const PlanArgs& args) {
   }
   fmt::print("chosen: {}\n{}", report->best.description, plan::SummarizeReport(*report));
   fmt::print("devices: {}\n", plan::DescribeLeftOut(report->best.plan, off.run.cluster));
-  fmt::print("names:\n{}", plan::LayoutLegend("  "));
+  fmt::print("names: {}", plan::LayoutLegend("       ").substr(7));
   plan::Candidate written = report->best;
   if (baseline.has_value()) {
     Result<plan::Candidate> b = plan::FindBaseline(*report, *baseline);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 
@@ -322,10 +323,6 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   std::vector<train::ParallelTrainSummary> summaries;
   std::vector<std::string> metrics_paths;
   for (size_t i = 0; i < plans.size(); ++i) {
-    if (options.out != nullptr) {
-      fmt::print("motley train: {} with plan {}\n", source, values[i]);
-      std::fflush(stdout);
-    }
     spec::RunFile this_run = run;
     if (i > 0) {  // the comparison runs write no trace and no checkpoints
       options.trace_path.clear();
@@ -333,6 +330,7 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
     }
     options.metrics_path = MetricsPathOf(metrics_first, labels, i);
     this_run.train.metrics_path = options.metrics_path;
+    if (plans[i].source.empty()) plans[i].source = values[i];
     const std::string plan_name = train::PlanName(plans[i]);
     const double predicted_s = offline->predictor->Predict(plans[i]).iteration_s;
     options.annotate_metrics = [elastic_annotate, plan_name, predicted_s](
@@ -353,10 +351,18 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   }
   if (options.out == nullptr) return 0;
   if (summaries.size() > 1) {
-    fmt::print("\nthe same job under both plans (tokens/s on each run's clock):\n{}",
+    fmt::print("the same job under both plans (tokens/s on each run's clock):\n{}",
                train::FormatPlanComparison(values, summaries));
+    const train::ParallelTrainSummary& a = summaries.front();
+    const train::ParallelTrainSummary& b = summaries.back();
+    if (b.tokens_per_s > 0) {
+      fmt::print("measured speed-up of {} over {}: {:.2f}x ({} clock)\n", values.front(),
+                 values.back(), a.tokens_per_s / b.tokens_per_s, a.clock);
+    }
   }
-  for (const std::string& m : metrics_paths) fmt::print("metrics: {}\n", m);
+  if (!metrics_paths.empty()) {
+    fmt::print("metrics: {}\n", fmt::format("{}", fmt::join(metrics_paths, ", ")));
+  }
   if (!args.trace_path.empty()) fmt::print("trace: {}\n", args.trace_path);
   if (!args.report_path.empty()) {
     const Status s =

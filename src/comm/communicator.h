@@ -1,5 +1,5 @@
 // comm::Communicator: the one API for collectives, point-to-point and barrier over a group of ranks
-// (DESIGN.md §7). Backends: local (ranks are threads, local_world.h), mpi (mpi_world.h, when built
+// (docs/architecture.md §7). Backends: local (ranks are threads, local_world.h), mpi (mpi_world.h, when built
 // with MPI), hierarchical (a mixed-kind group, hierarchical.h). Link emulation and the virtual clock
 // (link_model.h) apply to every backend built on the ring engine (local and mpi).
 //

@@ -1,4 +1,4 @@
-// The `hierarchical` backend: one group that mixes device kinds (DESIGN.md §7). AllReduce runs the
+// The `hierarchical` backend: one group that mixes device kinds (docs/architecture.md §7). AllReduce runs the
 // native library inside each homogeneous subgroup (intra), host transport between the subgroup
 // leaders, then the native library again to spread the result. Broadcast is two-level too: the
 // root's subgroup gets the data natively, the leaders pass it on over host transport, and every

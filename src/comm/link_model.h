@@ -1,4 +1,4 @@
-// Link emulation data (DESIGN.md §6): the latency and bandwidth charged for a transfer between two
+// Link emulation data (docs/architecture.md §6): the latency and bandwidth charged for a transfer between two
 // ranks, and the alpha-beta times of the ring collectives that run over such links. The runtime
 // fills a LinkMatrix from the cluster spec's link classes; tests build one by hand.
 // Straggler hook (issue 6): a per-pair rate schedule (LinkRateChange) slows a link from a given

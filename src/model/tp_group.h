@@ -1,4 +1,4 @@
-// TpGroup: the one communication hook the model needs for Megatron tensor parallelism (DESIGN.md
+// TpGroup: the one communication hook the model needs for Megatron tensor parallelism (docs/architecture.md
 // §5): a sum all-reduce over the devices of one stage's TP group. model/ must not depend on comm/,
 // so the model sees only this interface; parallel/ implements it over a comm::Communicator.
 //

@@ -8,7 +8,7 @@
 //                  norm is not finite the update is skipped on every rank (reported); otherwise
 //                  clip by the global norm and take the AdamW step on every holder alike.
 // The loss is sum(token losses) / tokens in the global batch and the data assignment follows the
-// plan (world_layout.h), so every plan gives the serial trajectory (DESIGN.md §4).
+// plan (world_layout.h), so every plan gives the serial trajectory (docs/architecture.md §4).
 //
 // A rank the plan leaves out (RankInfo::idle(), a layout over a fixed world after a plan switch)
 // owns no stage: Create only joins the group splits and Step only joins the world all-reduce of

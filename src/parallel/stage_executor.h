@@ -1,10 +1,10 @@
 // StageExecutor: runs one rank's action list of a pipeline schedule (sched/schedule.h) for one
-// training step, over the world communicator (DESIGN.md §3 rule 2: the list the simulator
+// training step, over the world communicator (docs/architecture.md §3 rule 2: the list the simulator
 // replays is the list executed here).
 //
 //  - Forward / Backward: the rank's model::Stage on micro-batch k. The first stage reads tokens
 //    from the caller's host batch, the last stage computes the loss (token sum) and starts the
-//    backward with loss_scale = 1 / tokens in the global batch (DESIGN.md §4).
+//    backward with loss_scale = 1 / tokens in the global batch (docs/architecture.md §4).
 //  - A maximal run of Send*/Recv* actions is one batch: every transfer is posted at once
 //    (ISend/IRecv), then all are waited for (Megatron's batched isend/irecv). A send goes to every
 //    receiver the rank serves and a receive comes from one sender (world_layout.h); tags encode the

@@ -1,4 +1,4 @@
-// Compute cost models (DESIGN.md §8): the time of one transformer block, the embedding and the LM
+// Compute cost models (docs/architecture.md §8): the time of one transformer block, the embedding and the LM
 // head, forward and backward, for one micro-batch on one device of a TP group. Tensor-parallel
 // communication is not included (the predictor adds it from the link classes).
 //

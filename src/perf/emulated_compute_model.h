@@ -1,4 +1,4 @@
-// EmulatedComputeModel: the compute model of the runtime on emulated devices (DESIGN.md §6). It
+// EmulatedComputeModel: the compute model of the runtime on emulated devices (docs/architecture.md §6). It
 // walks the op sequence that model/ (block.cc, stage.cc), the stage executor and the optimizer
 // issue for one block, the embedding, the head, a stage's transfer copies and the per-step work,
 // and charges every op exactly as backend/emulated does: max(FLOPs / flop/s, bytes / bandwidth)

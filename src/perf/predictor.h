@@ -1,4 +1,4 @@
-// Iteration-time predictor (DESIGN.md §8): the time of a plan's training step on a cluster, for
+// Iteration-time predictor (docs/architecture.md §8): the time of a plan's training step on a cluster, for
 // uneven pipelines and replicas of different shapes, modelled on the step motley's runtime runs
 // (predict_step.cc): per-stage forward/backward time (compute model + TP all-reduces + recompute
 // + the stage's transfer copies, times the slowest device's straggler rate); each pipeline's

@@ -2,8 +2,11 @@
 // Megatron-style plan, the compute bound, tokens/s of a candidate, and the text summary.
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "perf/flops.h"
 #include "plan/planner.h"
@@ -131,27 +134,30 @@ std::string SummarizeReport(const PlanReport& report) {
   for (const Baseline& b : report.baselines) {
     if (b.found) {
       const double other = b.candidate.TokensPerSecond(report.tokens_per_step);
-      out += fmt::format("  vs {}: {:.1f} tokens/s, speedup {:.3f}x\n", b.name, other, tps / other);
+      out += fmt::format("  vs {}: {:.1f} tokens/s, speedup {:.3f}x ({})\n", b.name, other,
+                         tps / other, b.candidate.description);
     } else {
       out += fmt::format("  vs {}: none ({})\n", b.name, b.why_not);
     }
   }
+  std::vector<std::string> refs;
   if (report.compute_bound_tokens_per_s > 0) {
-    out += fmt::format("  compute bound: {:.1f} tokens/s, ratio {:.4f}\n",
-                       report.compute_bound_tokens_per_s, tps / report.compute_bound_tokens_per_s);
+    refs.push_back(fmt::format("compute bound {:.1f} tokens/s (ratio {:.4f})",
+                               report.compute_bound_tokens_per_s,
+                               tps / report.compute_bound_tokens_per_s));
   }
   if (report.hethub_sum_tokens_per_s > 0) {
-    out += fmt::format("  HETHUB ratio (to the sum of per-type homogeneous plans, {:.1f} tokens/s): {:.4f}\n",
-                       report.hethub_sum_tokens_per_s, tps / report.hethub_sum_tokens_per_s);
-  }
-  for (const Baseline& b : report.baselines) {
-    if (b.found) out += fmt::format("  baseline {}: {}\n", b.name, b.candidate.description);
+    refs.push_back(fmt::format("HETHUB sum of per-type plans {:.1f} (ratio {:.4f})",
+                               report.hethub_sum_tokens_per_s,
+                               tps / report.hethub_sum_tokens_per_s));
   }
   if (report.exhaustive_tokens_per_s > 0) {
-    out += fmt::format("  exhaustive optimum (predicted): {:.1f} tokens/s, ratio of the top-ranked {:.4f}\n",
-                       report.exhaustive_tokens_per_s,
-                       report.ranked.front().prediction.tokens_per_s / report.exhaustive_tokens_per_s);
+    refs.push_back(fmt::format(
+        "exhaustive optimum {:.1f} predicted (ratio of the top-ranked {:.4f})",
+        report.exhaustive_tokens_per_s,
+        report.ranked.front().prediction.tokens_per_s / report.exhaustive_tokens_per_s));
   }
+  if (!refs.empty()) out += fmt::format("  references: {}\n", fmt::join(refs, "; "));
   return out;
 }
 

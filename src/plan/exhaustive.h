@@ -1,4 +1,4 @@
-// Exhaustive planner: the oracle for the pruned one on small instances (DESIGN.md §3 rule 4).
+// Exhaustive planner: the oracle for the pruned one on small instances (docs/architecture.md §3 rule 4).
 // Enumerates, for every TP degree per device type: every subset of the TP groups, every partition
 // of it into pipelines, every stage order of each pipeline, every block split (>= 1 block per
 // stage), every micro-batch size and recompute choice of the options, and every split of the

@@ -1,4 +1,4 @@
-// Oracle test (DESIGN.md §3 rule 4): on small random heterogeneous clusters the planner's top
+// Oracle test (docs/architecture.md §3 rule 4): on small random heterogeneous clusters the planner's top
 // candidate has the predicted iteration time of the exhaustive optimum, for several seeds.
 #include "plan/exhaustive.h"
 

@@ -7,14 +7,12 @@ namespace motley::plan {
 
 std::string LayoutLegend(const std::string& indent) {
   const char* lines[] = {
-      "balanced d=N: N pipelines, each taking an equal share of every (island, device type) group",
-      "segregated by type (island) d=(a,b,..): pipelines built inside each device type (island): "
-      "a from the first, b from the second, ...",
-      "contiguous / strided: a pipeline's TP groups are neighbours / taken round-robin",
-      "bucket order: the stage order of the (island, type) groups was searched too",
-      "[NAME tpT, ...]: the device types used, each in TP groups of T devices",
-      "b=B: micro-batch size (sequences); recompute: activation recompute (none, selective, full)",
-      "pipeline p stage s: stage s (0 = first) of data-parallel replica p",
+      "balanced d=N: N pipelines sharing every (island, device type) group; segregated by type "
+      "(island) d=(a,b,..): pipelines inside each type (island), a in the first, b in the second",
+      "contiguous / strided: a pipeline's TP groups are neighbours / round-robin; bucket order: "
+      "the groups' stage order was searched too; pipeline p stage s: stage s (0 first) of replica p",
+      "[TYPE tpT, ...]: the device types used, in TP groups of T; b=B: micro-batch size; "
+      "recompute: activation recompute (none, selective, full)",
   };
   std::string out;
   for (const char* l : lines) out += indent + l + "\n";

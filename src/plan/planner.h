@@ -1,4 +1,4 @@
-// The planner (DESIGN.md §8): searches layouts of TP groups into pipelines (identical where the
+// The planner (docs/architecture.md §8): searches layouts of TP groups into pipelines (identical where the
 // cluster allows, mixed otherwise; island-major stage order so that data-parallel groups stay
 // inside islands and only pipeline traffic crosses slow links), splits blocks per pipeline under
 // memory limits and micro-batches across pipelines (plan/evaluate.h), ranks candidates with the

@@ -1,4 +1,4 @@
-// Pipeline schedules as data (DESIGN.md §3 rule 2): for each stage of one pipeline, the ordered
+// Pipeline schedules as data (docs/architecture.md §3 rule 2): for each stage of one pipeline, the ordered
 // list of actions it runs in one training step. The runtime's stage executor and the simulator
 // both interpret the same lists, so prediction and execution cannot drift apart.
 //

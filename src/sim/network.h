@@ -1,4 +1,4 @@
-// Network model of the simulator (DESIGN.md §3 rule 3): which shared resources a transfer between
+// Network model of the simulator (docs/architecture.md §3 rule 3): which shared resources a transfer between
 // two devices crosses, and a max-min fair bandwidth solver over concurrent flows (progressive
 // filling, as SimGrid's LV08 flow model without its TCP corrections).
 //

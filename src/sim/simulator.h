@@ -1,4 +1,4 @@
-// Discrete-event simulator (DESIGN.md §8): replays the pipeline phase of a plan's step event by
+// Discrete-event simulator (docs/architecture.md §8): replays the pipeline phase of a plan's step event by
 // event, on the same sched::Schedule action lists the runtime executes: compute actions take the
 // predictor's stage costs (times each TP group's straggler rate); sends are eager, each transfer
 // a flow queued behind the previous one over the same boundary and direction and, when the

@@ -1,4 +1,4 @@
-// Re-plan controller (DESIGN.md §9, issue 6): turns the monitor's committed straggler rates into
+// Re-plan controller (docs/architecture.md §9, issue 6): turns the monitor's committed straggler rates into
 // plan changes. When the rates change at a step boundary it starts a re-plan on a BACKGROUND
 // std::thread while training goes on; at a later step boundary it takes the result and adopts the
 // new plan only when the predicted gain over the horizon exceeds the predicted migration cost:

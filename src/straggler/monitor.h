@@ -1,4 +1,4 @@
-// Rate monitor (DESIGN.md §9, issue 6): the coordinator's view of how slow each device and each
+// Rate monitor (docs/architecture.md §9, issue 6): the coordinator's view of how slow each device and each
 // link is. Every K steps the ranks report, per device, the compute time they measured against the
 // time their work should take at the device's profile (the predictor's or the emulated profile's
 // time for the same actions), and per link the transfer time they measured for the bytes they sent

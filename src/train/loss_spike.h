@@ -1,5 +1,5 @@
 // LossSpikeDetector: flags a training step whose loss jumps far above its recent trend, so that
-// the progress line and the metrics file can point at it (DESIGN.md §7, observability). A flag is
+// the progress line and the metrics file can point at it (docs/architecture.md §7, observability). A flag is
 // a report, never an action: the step has been taken already (non-finite losses and gradients are
 // what the training loops skip).
 //

@@ -17,7 +17,7 @@
 namespace motley::train::internal {
 namespace {
 
-// The probe op of a rank the plan leaves out (DESIGN.md §9: a dropped device is measured so that
+// The probe op of a rank the plan leaves out (docs/architecture.md §9: a dropped device is measured so that
 // its recovery is seen): one (16 x 128) @ (128 x 128)^T matmul on its emulated backend, timed on
 // its clock, against the time the device type's emulated profile gives it at nominal speed.
 class ProbeOp {

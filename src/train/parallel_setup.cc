@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/emulated/emulated_backend.h"
 #include "train/parallel_run_context.h"
+#include "train/plan_switch.h"
 #include "train/trainer_checkpoint.h"
 #include "train/flops.h"
 #if MOTLEY_HAVE_CUDA
@@ -162,9 +163,10 @@ void PrintHeader(const RunContext& ctx, const spec::Plan& plan, const char* laun
   if (options.out == nullptr) return;
   const spec::TrainSpec& train = ctx.run->train;
   fmt::print(options.out,
-             "parallel run: {} ranks {}, {} pipeline(s), global batch {} x {} tokens, {} steps, "
-             "schedule {}, clock {}{}\n",
-             ctx.layout->size(), launch, plan.pipelines.size(), ctx.layout->global_batch(),
+             "parallel run: plan {}, {} ranks {}, {} pipeline(s), global batch {} x {} tokens, {} "
+             "steps, schedule {}, clock {}{}\n",
+             PlanName(plan), ctx.layout->size(), launch, plan.pipelines.size(),
+             ctx.layout->global_batch(),
              train.seq_len, train.steps, spec::PipelineScheduleName(plan.schedule), ClockName(ctx),
              plan.recompute != spec::Recompute::kNone
                  ? " (recompute is not applied by this runtime; the math is unchanged)"

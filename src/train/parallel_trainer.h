@@ -1,14 +1,14 @@
 // The hybrid-parallel training loop: runs a run file under a Plan (pipelines of uneven stages,
 // per-stage TP degrees, uneven micro-batches). Two launches:
 //  - TrainParallel: every rank a thread of this process over the `local` communicator, OpenBLAS
-//    set to one thread process-wide (DESIGN.md §6);
+//    set to one thread process-wide (docs/architecture.md §6);
 //  - TrainParallelProcess: this process runs ONE rank over a communicator the caller connects
 //    (the mpi backend under mpiexec: world rank r drives the plan's r-th device, world_layout.h).
 // Each rank is a parallel::ParallelRank with one backend thread; the math is plan-invariant
-// (DESIGN.md §4), so the per-step losses equal those of the serial loop (trainer.h) up to
+// (docs/architecture.md §4), so the per-step losses equal those of the serial loop (trainer.h) up to
 // floating-point reassociation.
 //
-// Emulated clusters (DESIGN.md §6): when the plan's devices are of emulated device types, each
+// Emulated clusters (docs/architecture.md §6): when the plan's devices are of emulated device types, each
 // rank gets its own VirtualClock and an EmulatedBackend with its device type's profile and memory
 // capacity, and the communicator charges every transfer on that clock over the link class the
 // cluster spec puts between the two devices (ClusterSpec::LinkBetween). Clock `virtual` (the
@@ -33,7 +33,7 @@
 // loss or gradient norm is not finite is skipped on every rank and reported (not an error); a
 // loss far above its recent trend is flagged as a spike (loss_spike.h). With
 // a trace path, the actions of chosen steps of every rank go to a Chrome trace (Perfetto JSON,
-// docs/formats/trace.md).
+// docs/formats/parallel-metrics.md, "Chrome trace").
 //
 // Checkpoints (trainer_checkpoint.h; both launches): with train.checkpoint.dir set, after every
 // `every_steps` steps, after the last step and at the step boundary after a SIGTERM to any rank's
@@ -45,7 +45,7 @@
 // writers and rank 0 must see ROOT on one file system. Options::resume loads a checkpoint
 // written under any plan (or serially) into every rank and continues at its step + 1.
 //
-// Plan switches (DESIGN.md §9; the entry point of the re-plan controller): after each step,
+// Plan switches (docs/architecture.md §9; the entry point of the re-plan controller): after each step,
 // rank 0 asks Options::plan_switch (or looks the step up in Options::plan_switches) for a new
 // plan; the answer is broadcast to every rank. A new plan must pass CheckPlanForRun and use only
 // devices of the running world (the devices of the plan the run started with; the world size

@@ -1,4 +1,4 @@
-// Plan switches of the parallel trainer at a step boundary (parallel_trainer.h, DESIGN.md §9):
+// Plan switches of the parallel trainer at a step boundary (parallel_trainer.h, docs/architecture.md §9):
 // agreeing on rank 0's decision, and one rank's switch -- snapshot of its state, rebuild of its
 // ParallelRank under the new plan, direct migration of parameters and AdamW moments
 // (parallel/migration.h) -- with the record of the switch gathered from every rank.
