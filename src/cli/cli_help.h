@@ -25,8 +25,8 @@ std::string FailureMessage(const CLI::App* app, const CLI::Error& error);
 void SetExamples(CLI::App* cmd, const std::vector<std::string>& examples);
 
 // Value checks with plain-words messages and nothing added to the help's type name.
-CLI::Validator Positive();      // a number > 0
-CLI::Validator NonNegative();   // a number >= 0
+CLI::Validator Positive();                             // a number > 0
+CLI::Validator NonNegative();                          // a number >= 0
 CLI::Validator OneOf(std::vector<std::string> names);  // exactly one of these words
 
 }  // namespace motley::cli

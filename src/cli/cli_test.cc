@@ -79,18 +79,20 @@ TEST_F(CliTest, HelpWorksOnEveryCommand) {
     EXPECT_NE(top.out.find(sub), std::string::npos) << top.out;
   }
   // Every subcommand's help ends with examples and shows no parser internals.
-  for (const char* sub : {"train", "generate", "validate", "schedule", "profile", "plan",
-                          "predict", "simulate", "report"}) {
+  for (const char* sub : {"train", "generate", "validate", "schedule", "profile", "plan", "predict",
+                          "simulate", "report"}) {
     Outcome help = Run(std::string(sub) + " --help");
     EXPECT_EQ(help.exit_code, 0) << sub;
     const size_t examples = help.out.find("Examples:\n  motley ");
     ASSERT_NE(examples, std::string::npos) << sub << ":\n" << help.out;
     EXPECT_NE(help.out.find("motley " + std::string(sub) + " ", examples), std::string::npos)
-        << sub << ":\n" << help.out;
-    for (const char* internal : {"ENUM", "INT:", ":POSITIVE", "NONNEGATIVE", "FLOAT", "UINT",
-                                 "->", "OR {"}) {
+        << sub << ":\n"
+        << help.out;
+    for (const char* internal :
+         {"ENUM", "INT:", ":POSITIVE", "NONNEGATIVE", "FLOAT", "UINT", "->", "OR {"}) {
       EXPECT_EQ(help.out.find(internal), std::string::npos)
-          << sub << " help shows '" << internal << "':\n" << help.out;
+          << sub << " help shows '" << internal << "':\n"
+          << help.out;
     }
   }
   Outcome train = Run("train --help");
@@ -287,8 +289,8 @@ TEST_F(CliTest, BaselinePlanFilesTrainAndCompareByName) {
   EXPECT_TRUE(std::filesystem::exists(Path("m.uniform.jsonl"))) << both.out;
   auto html = motley::ReadFile(Path("r.html"));
   ASSERT_TRUE(html.ok()) << both.out;
-  for (const char* chart : {"loss-step", "throughput-wall", "step-time", "plan0-device-map",
-                            "plan1-timeline"}) {
+  for (const char* chart :
+       {"loss-step", "throughput-wall", "step-time", "plan0-device-map", "plan1-timeline"}) {
     EXPECT_NE(html->find(std::string("data-chart=\"") + chart + "\""), std::string::npos) << chart;
   }
   Outcome bad = Run("plan " + run + " --baseline fastest -o " + Path("x.json"));

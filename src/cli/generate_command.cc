@@ -1,9 +1,9 @@
 // `motley generate RUN.yaml --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T]
 // [--top-k K] [--seed S] [--threads N]`: samples text from a checkpoint (any plan wrote it) with
 // the run file's model (src/train/generate.h): by default at temperature 0.8 among the 40 most
-// likely bytes; `--temperature 0` is greedy. The text (prompt + sampled bytes) goes to stdout; errors
-// (unreadable run file, a checkpoint that does not verify or does not match the model) to stderr
-// with exit code 1.
+// likely bytes; `--temperature 0` is greedy. The text (prompt + sampled bytes) goes to stdout;
+// errors (unreadable run file, a checkpoint that does not verify or does not match the model) to
+// stderr with exit code 1.
 #include <cstdint>
 #include <cstdio>
 #include <memory>

@@ -29,9 +29,10 @@ constexpr int kUsageError = 2;  // docs/exit-codes.md
 int main(int argc, char** argv) {
   motley::backend::ConfigureCpuRuntime(argv);  // before any thread starts (cpu_runtime_env.h)
   try {
-    CLI::App app{"motley: train Llama-style language models on heterogeneous clusters (real CPU "
-                 "devices, emulated accelerators), plan them, simulate them and report on them.",
-                 "motley"};
+    CLI::App app{
+        "motley: train Llama-style language models on heterogeneous clusters (real CPU "
+        "devices, emulated accelerators), plan them, simulate them and report on them.",
+        "motley"};
     app.formatter(motley::cli::MakeFormatter());
     app.failure_message(motley::cli::FailureMessage);
     app.set_version_flag("--version", std::string("motley ") + MOTLEY_VERSION,

@@ -47,10 +47,14 @@ Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::strin
         id = std::stoi(s.substr(0, eq));
         rate = std::stod(s.substr(eq + 1));
       } catch (const std::exception&) {
-        return Err(StatusCode::kInvalidArgument, "--straggler {}: expected DEVICE_ID=SLOWDOWN, e.g. 3=2.5 (device 3 runs 2.5x slower)", s);
+        return Err(
+            StatusCode::kInvalidArgument,
+            "--straggler {}: expected DEVICE_ID=SLOWDOWN, e.g. 3=2.5 (device 3 runs 2.5x slower)",
+            s);
       }
       if (id < 0 || id >= o->run.cluster.num_devices() || !(rate >= 1.0)) {
-        return Err(StatusCode::kInvalidArgument, "--straggler {}: device id must be in [0, {}) and the slowdown a factor >= 1", s,
+        return Err(StatusCode::kInvalidArgument,
+                   "--straggler {}: device id must be in [0, {}) and the slowdown a factor >= 1", s,
                    o->run.cluster.num_devices());
       }
       o->rates[static_cast<size_t>(id)] = rate;

@@ -64,11 +64,12 @@ void PrintPrediction(const Offline& o, const spec::Plan& plan, const perf::Predi
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& st = pipe.stages[i];
       const perf::StagePrediction& sp = p.stages[k][i];
-      fmt::print("{:>8} {:>5} {:>10} {:>6} {:>4} {:>12} {:>10.4f} {:>10.4f} {:>9.4f} {:>9.4f} {:>10}\n", k,
-                 i, o.run.cluster.device_types[static_cast<size_t>(sp.device_type)].name, st.tp_degree,
-                 pipe.micro_batches, fmt::format("[{},{})", st.first_block, st.end_block()),
-                 sp.cost.forward_s, sp.cost.backward_s, sp.dp_sync_s, sp.optimizer_s,
-                 FormatBytes(sp.memory.total()));
+      fmt::print(
+          "{:>8} {:>5} {:>10} {:>6} {:>4} {:>12} {:>10.4f} {:>10.4f} {:>9.4f} {:>9.4f} {:>10}\n", k,
+          i, o.run.cluster.device_types[static_cast<size_t>(sp.device_type)].name, st.tp_degree,
+          pipe.micro_batches, fmt::format("[{},{})", st.first_block, st.end_block()),
+          sp.cost.forward_s, sp.cost.backward_s, sp.dp_sync_s, sp.optimizer_s,
+          FormatBytes(sp.memory.total()));
     }
   }
   fmt::print("iteration {:.6g} s (pipelines {:.6g} s, exposed DP {:.6g} s, optimizer {:.6g} s), "
@@ -111,10 +112,11 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
   fmt::print("simulated iteration {:.4f} s ({} events), closed form {:.4f} s ({:+.2f}%)\n",
              r->iteration_s, r->events, pred.iteration_s,
              100 * (pred.iteration_s / r->iteration_s - 1));
-  fmt::print("{:.1f} tokens/s; {} devices busy {:.1f}% of the step on average; {}\n",
-             static_cast<double>((*o)->run.train.global_batch * (*o)->run.train.seq_len) / r->iteration_s,
-             used, used > 0 ? 100 * busy / used / r->iteration_s : 0.0,
-             plan::DescribeLeftOut(*plan, (*o)->run.cluster));
+  fmt::print(
+      "{:.1f} tokens/s; {} devices busy {:.1f}% of the step on average; {}\n",
+      static_cast<double>((*o)->run.train.global_batch * (*o)->run.train.seq_len) / r->iteration_s,
+      used, used > 0 ? 100 * busy / used / r->iteration_s : 0.0,
+      plan::DescribeLeftOut(*plan, (*o)->run.cluster));
   for (size_t d = 0; d < r->device_busy_s.size() && d < 64; ++d) {
     if (r->device_busy_s[d] > 0) {
       fmt::print("  device {:>4}: busy {:.4f} s, idle {:.4f} s\n", d, r->device_busy_s[d], r->device_idle_s[d]);
@@ -131,8 +133,8 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
     v.plan = &*plan;
     v.prediction = pred;
     v.simulation = &*r;
-    const Status s = WriteFileAtomic(args.report_path,
-                                     report::SimulationReportHtml(*(*o)->predictor, v));
+    const Status s =
+        WriteFileAtomic(args.report_path, report::SimulationReportHtml(*(*o)->predictor, v));
     if (!s.ok()) return Fail("simulate", s);
     fmt::print("report: {}\n", args.report_path);
   }
@@ -240,19 +242,22 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
       "(tokens/s, MFU, memory per device type), the speedup over the uniform, homogeneous and "
       "identical-pipelines baselines and the ratio to each reference, and writes the plan.");
   AddCommon(plan_cmd, &plan_args->common, false);
-  plan_cmd->add_option("-o,--output", plan_args->out_path,
-                       "Where to write the chosen plan (or the --baseline)")
+  plan_cmd
+      ->add_option("-o,--output", plan_args->out_path,
+                   "Where to write the chosen plan (or the --baseline)")
       ->type_name("PLAN.json")
       ->required();
-  plan_cmd->add_option("--baseline", plan_args->baseline,
-                       "Write this baseline instead of the chosen plan: uniform (Megatron-style "
-                       "split of the whole cluster), homogeneous (the best single device type), "
-                       "identical (identical pipelines only)")
+  plan_cmd
+      ->add_option("--baseline", plan_args->baseline,
+                   "Write this baseline instead of the chosen plan: uniform (Megatron-style "
+                   "split of the whole cluster), homogeneous (the best single device type), "
+                   "identical (identical pipelines only)")
       ->check(OneOf({"uniform", "homogeneous", "identical"}))
       ->type_name("uniform|homogeneous|identical");
-  plan_cmd->add_option("--report", plan_args->report_path,
-                       "Also write one self-contained HTML page (baselines chart, device map, "
-                       "utilisation, stage layout, timeline)")
+  plan_cmd
+      ->add_option("--report", plan_args->report_path,
+                   "Also write one self-contained HTML page (baselines chart, device map, "
+                   "utilisation, stage layout, timeline)")
       ->type_name("report.html");
   plan_cmd->add_option("--trace", plan_args->trace_path,
                        "Also write a Chrome trace (Perfetto) of the chosen plan's simulated step")
@@ -291,9 +296,10 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
   AddCommon(sim_cmd, sim_args.get(), true);
   sim_cmd->add_option("--trace", *trace, "Write a Chrome trace (Perfetto) of the step")
       ->type_name("TRACE.json");
-  sim_cmd->add_option("--report", sim_args->report_path,
-                      "Also write one self-contained HTML page (device map, utilisation, stage "
-                      "layout, timeline)")
+  sim_cmd
+      ->add_option("--report", sim_args->report_path,
+                   "Also write one self-contained HTML page (device map, utilisation, stage "
+                   "layout, timeline)")
       ->type_name("report.html");
   SetExamples(sim_cmd, {"motley simulate examples/runs/hetero-4.yaml "
                         "examples/plans/hetero-4-balanced.json --report sim.html",

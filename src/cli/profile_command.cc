@@ -122,7 +122,8 @@ void AddProfileCommand(CLI::App& app, int& exit_code) {
       ->delimiter(',')
       ->check(Positive())
       ->type_name("B,...");
-  cmd->add_option("--tp", args->tp, "TP degree: time one rank's shard, no communication (default 1)")
+  cmd->add_option("--tp", args->tp,
+                  "TP degree: time one rank's shard, no communication (default 1)")
       ->check(Positive())
       ->type_name("T");
   cmd->add_option("--device-type", args->device_type,
@@ -131,7 +132,8 @@ void AddProfileCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", args->threads, "CPU threads (default: train.threads)")
       ->check(Positive())
       ->type_name("N");
-  cmd->add_option("--repeats", args->repeats, "Timed passes per point; the median is kept (default 7)")
+  cmd->add_option("--repeats", args->repeats,
+                  "Timed passes per point; the median is kept (default 7)")
       ->check(Positive())
       ->type_name("N");
   cmd->add_option("--companions", args->companions,

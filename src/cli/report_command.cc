@@ -26,9 +26,10 @@ struct ReportArgs {
 
 int RunReport(const ReportArgs& args) {
   if (!args.labels.empty() && args.labels.size() != args.metrics.size()) {
-    return Fail("report", Err(StatusCode::kInvalidArgument,
-                              "--label: {} label(s) for {} metrics file(s); give one per file or none",
-                              args.labels.size(), args.metrics.size()));
+    return Fail("report",
+                Err(StatusCode::kInvalidArgument,
+                    "--label: {} label(s) for {} metrics file(s); give one per file or none",
+                    args.labels.size(), args.metrics.size()));
   }
   std::vector<report::RunMetrics> runs;
   for (size_t i = 0; i < args.metrics.size(); ++i) {

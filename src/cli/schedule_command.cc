@@ -32,8 +32,8 @@ int RunSchedule(const ScheduleArgs& args) {
   if (!status.ok()) {
     return Fail("schedule", status);
   }
-  fmt::print("{} schedule, {} stage(s), {} micro-batch(es)\n",
-             spec::PipelineScheduleName(kind), args.stages, args.micro_batches);
+  fmt::print("{} schedule, {} stage(s), {} micro-batch(es)\n", spec::PipelineScheduleName(kind),
+             args.stages, args.micro_batches);
   fmt::print("{}", sched::ScheduleToString(*schedule));
   std::string in_flight;
   for (int i = 0; i < args.stages; ++i) {

@@ -48,9 +48,9 @@
 #if defined(MOTLEY_HAVE_MPI)
 #include "comm/mpi_world.h"
 #endif
+#include "elastic/elastic_run.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
-#include "elastic/elastic_run.h"
 #include "straggler/scenario.h"
 #include "train/parallel_trainer.h"
 #include "train/plan_switch.h"
@@ -107,8 +107,8 @@ class Planned {
 // chooses), a baseline name (the plan `motley plan --baseline NAME` writes), or a plan file. Under
 // a launcher every process plans (the planner is deterministic, so all get the same plan) and
 // only rank 0 prints.
-Result<spec::Plan> ResolvePlan(const spec::RunFile& run, const std::string& value,
-                               Planned& planned, bool print) {
+Result<spec::Plan> ResolvePlan(const spec::RunFile& run, const std::string& value, Planned& planned,
+                               bool print) {
   const bool automatic = value == kAutoPlanLabel;
   if (!automatic && !plan::IsBaselineName(value)) return spec::LoadPlan(value);
   MOTLEY_ASSIGN_OR_RETURN(const plan::PlanReport* report, planned.Get());
@@ -365,8 +365,7 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   }
   if (!args.trace_path.empty()) fmt::print("trace: {}\n", args.trace_path);
   if (!args.report_path.empty()) {
-    const Status s =
-        WriteTrainReport(args.report_path, source, run, plans, labels, metrics_paths);
+    const Status s = WriteTrainReport(args.report_path, source, run, plans, labels, metrics_paths);
     if (!s.ok()) return Fail("train", s.WithContext("--report"));
     fmt::print("report: {}\n", args.report_path);
   }
@@ -428,8 +427,8 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   if (!summary->last_checkpoint.empty()) fmt::print("checkpoint: {}\n", summary->last_checkpoint);
   if (summary->stopped) fmt::print("stopped on SIGTERM after saving\n");
   if (!args.report_path.empty()) {
-    const Status s = WriteTrainReport(args.report_path, source, *run, {}, {"serial"},
-                                      {train.metrics_path});
+    const Status s =
+        WriteTrainReport(args.report_path, source, *run, {}, {"serial"}, {train.metrics_path});
     if (!s.ok()) return Fail("train", s.WithContext("--report"));
     fmt::print("report: {}\n", args.report_path);
   }
@@ -516,12 +515,14 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   cmd->add_flag("--cuda-bf16", args->cuda_bf16,
                 "With --plan: stages on devices of vendor cuda round matmul operands to bf16 "
                 "(fp32 accumulation and master weights; docs/backend-cuda.md)");
-  SetExamples(cmd, {
-      "motley train examples/runs/tiny.yaml --steps 50 --metrics tiny.jsonl",
-      "motley plan examples/runs/hetero-4.yaml -o plan.json && motley train "
-      "examples/runs/hetero-4.yaml --plan plan.json --compare uniform --report run.html",
-      "mpiexec -n 4 --oversubscribe motley train examples/runs/hetero-4.yaml --plan plan.json",
-  });
+  SetExamples(
+      cmd,
+      {
+          "motley train examples/runs/tiny.yaml --steps 50 --metrics tiny.jsonl",
+          "motley plan examples/runs/hetero-4.yaml -o plan.json && motley train "
+          "examples/runs/hetero-4.yaml --plan plan.json --compare uniform --report run.html",
+          "mpiexec -n 4 --oversubscribe motley train examples/runs/hetero-4.yaml --plan plan.json",
+      });
   cmd->callback([args, cmd, &exit_code] { exit_code = RunTrain(*args, *cmd); });
 }
 

@@ -44,7 +44,8 @@ Result<std::string> FindDataFile(const std::string& probe) {
              "shipped file {} not found (looked in {}; set MOTLEY_DATA_DIR to the folder that "
              "holds it, e.g. PREFIX/share/motley)",
              probe,
-             candidates.empty() ? std::string("no folder") : fmt::format("{}", fmt::join(candidates, ", ")));
+             candidates.empty() ? std::string("no folder")
+                                : fmt::format("{}", fmt::join(candidates, ", ")));
 }
 
 }  // namespace motley

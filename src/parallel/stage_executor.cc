@@ -174,9 +174,8 @@ Result<double> StageExecutor::Evaluate(std::span<const int32_t> inputs,
   return loss_sum;
 }
 
-Result<double> StageExecutor::Run(std::span<const int32_t> inputs,
-                                  std::span<const int32_t> targets, float loss_scale,
-                                  const Hooks& hooks, StageTimes& times,
+Result<double> StageExecutor::Run(std::span<const int32_t> inputs, std::span<const int32_t> targets,
+                                  float loss_scale, const Hooks& hooks, StageTimes& times,
                                   std::vector<TraceEvent>* trace) {
   MOTLEY_RETURN_IF_ERROR(CheckInputSizes(inputs, targets));
   tensor::Backend& backend = stage_.backend();

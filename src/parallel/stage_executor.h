@@ -1,6 +1,6 @@
 // StageExecutor: runs one rank's action list of a pipeline schedule (sched/schedule.h) for one
-// training step, over the world communicator (docs/architecture.md §3 rule 2: the list the simulator
-// replays is the list executed here).
+// training step, over the world communicator (docs/architecture.md §3 rule 2: the list the
+// simulator replays is the list executed here).
 //
 //  - Forward / Backward: the rank's model::Stage on micro-batch k. The first stage reads tokens
 //    from the caller's host batch, the last stage computes the loss (token sum) and starts the

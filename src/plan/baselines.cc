@@ -101,7 +101,9 @@ Result<BaselineKind> ParseBaselineKind(std::string_view name) {
              "'{}' is not a baseline (one of: uniform, homogeneous, identical)", name);
 }
 
-bool IsBaselineName(std::string_view name) { return ParseBaselineKind(name).ok(); }
+bool IsBaselineName(std::string_view name) {
+  return ParseBaselineKind(name).ok();
+}
 
 Result<Candidate> FindBaseline(const PlanReport& report, BaselineKind kind) {
   for (const Baseline& b : report.baselines) {
@@ -111,12 +113,12 @@ Result<Candidate> FindBaseline(const PlanReport& report, BaselineKind kind) {
                  BaselineKindName(kind), b.why_not);
     }
     Candidate c = b.candidate;
-    c.plan.comment = fmt::format("motley baseline '{}' ({}): {}", BaselineKindName(kind), b.name,
-                                 c.description);
+    c.plan.comment =
+        fmt::format("motley baseline '{}' ({}): {}", BaselineKindName(kind), b.name, c.description);
     return c;
   }
-  return Err(StatusCode::kFailedPrecondition,
-             "baseline {}: not computed (plan with baselines on)", BaselineKindName(kind));
+  return Err(StatusCode::kFailedPrecondition, "baseline {}: not computed (plan with baselines on)",
+             BaselineKindName(kind));
 }
 
 double Candidate::TokensPerSecond(int64_t tokens_per_step) const {

@@ -10,7 +10,8 @@ std::string LayoutLegend(const std::string& indent) {
       "balanced d=N: N pipelines sharing every (island, device type) group; segregated by type "
       "(island) d=(a,b,..): pipelines inside each type (island), a in the first, b in the second",
       "contiguous / strided: a pipeline's TP groups are neighbours / round-robin; bucket order: "
-      "the groups' stage order was searched too; pipeline p stage s: stage s (0 first) of replica p",
+      "the groups' stage order was searched too; pipeline p stage s: stage s (0 first) of replica "
+      "p",
       "[TYPE tpT, ...]: the device types used, in TP groups of T; b=B: micro-batch size; "
       "recompute: activation recompute (none, selective, full)",
   };

@@ -205,7 +205,10 @@ struct Search {
     }
     const std::string tps = [&] {
       std::string s;
-      for (int t : types) s += fmt::format("{}{} tp{}", s.empty() ? "" : ", ", cluster.device_types[static_cast<size_t>(t)].name, tp[static_cast<size_t>(t)]);
+      for (int t : types)
+        s += fmt::format("{}{} tp{}", s.empty() ? "" : ", ",
+                         cluster.device_types[static_cast<size_t>(t)].name,
+                         tp[static_cast<size_t>(t)]);
       return s;
     }();
     const int single_tp = single_type >= 0 ? tp[static_cast<size_t>(single_type)] : 0;

@@ -1,8 +1,8 @@
-// The planner (docs/architecture.md §8): searches layouts of TP groups into pipelines (identical where the
-// cluster allows, mixed otherwise; island-major stage order so that data-parallel groups stay
-// inside islands and only pipeline traffic crosses slow links), splits blocks per pipeline under
-// memory limits and micro-batches across pipelines (plan/evaluate.h), ranks candidates with the
-// predictor and confirms the best few with the simulator. Beside the answer it computes the
+// The planner (docs/architecture.md §8): searches layouts of TP groups into pipelines (identical
+// where the cluster allows, mixed otherwise; island-major stage order so that data-parallel groups
+// stay inside islands and only pipeline traffic crosses slow links), splits blocks per pipeline
+// under memory limits and micro-batches across pipelines (plan/evaluate.h), ranks candidates with
+// the predictor and confirms the best few with the simulator. Beside the answer it computes the
 // baselines (uniform Megatron-style split over the whole cluster, best homogeneous sub-cluster,
 // identical pipelines only) and the references (HETHUB's ratio, the compute bound, the exhaustive
 // optimum on small instances). Infeasible requests return an error naming the binding constraint.

@@ -88,8 +88,8 @@ Result<ScenarioEvent> ParseEvent(const YAML::Node& node, const std::string& file
   if (map.Has("rate")) {  // the old key: a fraction of nominal speed
     MOTLEY_ASSIGN_OR_RETURN(e.rate, map.Double("rate"));
     if (!(e.rate > 0.0) || !std::isfinite(e.rate)) {
-      return map.Error("rate",
-                       fmt::format("must be a finite fraction of nominal speed > 0, got {}", e.rate));
+      return map.Error(
+          "rate", fmt::format("must be a finite fraction of nominal speed > 0, got {}", e.rate));
     }
     warnings->push_back(fmt::format(
         "{}: {}: 'rate: {}' (a fraction of speed) is deprecated; write 'slowdown: {:.4g}' "

@@ -58,7 +58,8 @@ TEST_F(ScenarioTest, ParsesEveryEventKindAndLooksUpRatesByStep) {
 }
 
 TEST_F(ScenarioTest, AcceptsAMapWithEventsAndTheTestdataFile) {
-  auto s = ParseScenario("events:\n  - {step: 2, device: 0, slowdown: 1.25}\n", "m.yaml", cluster());
+  auto s =
+      ParseScenario("events:\n  - {step: 2, device: 0, slowdown: 1.25}\n", "m.yaml", cluster());
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->events.size(), 1u);
   EXPECT_DOUBLE_EQ(s->DeviceSpeedAt(0, 2), 0.8);

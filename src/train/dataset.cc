@@ -20,7 +20,9 @@ Status CheckSplitSize(int64_t tokens, int64_t seq_len, const std::string& what) 
 
 }  // namespace
 
-Result<std::string> FindShippedCorpus() { return FindDataFile(kShippedCorpus); }
+Result<std::string> FindShippedCorpus() {
+  return FindDataFile(kShippedCorpus);
+}
 
 std::string ShippedCorpusPath() {
   Result<std::string> path = FindShippedCorpus();

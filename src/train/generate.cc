@@ -72,8 +72,8 @@ std::vector<float> Generator::NextLogits(std::span<const int32_t> tokens) {
   return {begin, begin + static_cast<std::ptrdiff_t>(v)};
 }
 
-int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperature,
-                    double uniform, int64_t top_k) {
+int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperature, double uniform,
+                    int64_t top_k) {
   const auto n = std::min(static_cast<size_t>(limit), logits.size());
   MOTLEY_CHECK(n > 0, "SampleToken: no candidates");
   if (temperature <= 0.0F) {
@@ -93,9 +93,10 @@ int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperat
   std::vector<double> p(n);
   double total = 0.0;
   for (size_t i = 0; i < n; ++i) {
-    p[i] = logits[i] < floor ? 0.0
-                             : std::exp((static_cast<double>(logits[i]) - max) /
-                                        static_cast<double>(temperature));
+    p[i] =
+        logits[i] < floor
+            ? 0.0
+            : std::exp((static_cast<double>(logits[i]) - max) / static_cast<double>(temperature));
     total += p[i];
   }
   double target = uniform * total;

@@ -69,8 +69,8 @@ class Generator {
 // Picks the next id from logits (V) over ids [0, limit): argmax when temperature is 0, else a draw
 // from softmax(logits / temperature) using `uniform` in [0, 1), restricted to the ids whose logit
 // is at least the top_k-th largest when top_k > 0 (ties at that value all stay).
-int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperature,
-                    double uniform, int64_t top_k = 0);
+int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperature, double uniform,
+                    int64_t top_k = 0);
 
 // Convenience for the CLI: a CpuBackend, a Generator, the checkpoint, Generate.
 Result<std::string> GenerateFromCheckpoint(const spec::ModelSpec& model,

@@ -17,9 +17,10 @@
 namespace motley::train::internal {
 namespace {
 
-// The probe op of a rank the plan leaves out (docs/architecture.md §9: a dropped device is measured so that
-// its recovery is seen): one (16 x 128) @ (128 x 128)^T matmul on its emulated backend, timed on
-// its clock, against the time the device type's emulated profile gives it at nominal speed.
+// The probe op of a rank the plan leaves out (docs/architecture.md §9: a dropped device is measured
+// so that its recovery is seen): one (16 x 128) @ (128 x 128)^T matmul on its emulated backend,
+// timed on its clock, against the time the device type's emulated profile gives it at nominal
+// speed.
 class ProbeOp {
  public:
   Probe Run(backend::EmulatedBackend& backend, const parallel::RankClock& clock) {

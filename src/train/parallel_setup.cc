@@ -6,10 +6,10 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/emulated/emulated_backend.h"
+#include "train/flops.h"
 #include "train/parallel_run_context.h"
 #include "train/plan_switch.h"
 #include "train/trainer_checkpoint.h"
-#include "train/flops.h"
 #if MOTLEY_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -166,8 +166,8 @@ void PrintHeader(const RunContext& ctx, const spec::Plan& plan, const char* laun
              "parallel run: plan {}, {} ranks {}, {} pipeline(s), global batch {} x {} tokens, {} "
              "steps, schedule {}, clock {}{}\n",
              PlanName(plan), ctx.layout->size(), launch, plan.pipelines.size(),
-             ctx.layout->global_batch(),
-             train.seq_len, train.steps, spec::PipelineScheduleName(plan.schedule), ClockName(ctx),
+             ctx.layout->global_batch(), train.seq_len, train.steps,
+             spec::PipelineScheduleName(plan.schedule), ClockName(ctx),
              plan.recompute != spec::Recompute::kNone
                  ? " (recompute is not applied by this runtime; the math is unchanged)"
                  : "");

@@ -183,9 +183,8 @@ Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t ste
     const int64_t every =
         options.log_every > 0 ? options.log_every : DefaultLogInterval(train.steps);
     ctx.progress.emplace(options.out, interactive, ctx.first_step, train.steps, every);
-    ctx.progress_start =
-        Clock::now() - std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(wall_s));
+    ctx.progress_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(wall_s));
   }
   ProgressStep line;
   line.step = step;
@@ -203,8 +202,8 @@ Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t ste
   } else if (spike) {
     line.flag = fmt::format("LOSS SPIKE (recent mean {:.4f})", ctx.loss_spikes.mean());
   }
-  ctx.progress->Update(
-      line, std::chrono::duration<double>(Clock::now() - ctx.progress_start).count());
+  ctx.progress->Update(line,
+                       std::chrono::duration<double>(Clock::now() - ctx.progress_start).count());
   if (val_loss) ctx.progress->Note(fmt::format("step {}: val_loss {:.4f}", step, *val_loss));
   if (migration != nullptr) {
     ctx.progress->Note(fmt::format(

@@ -5,16 +5,16 @@
 //  - TrainParallelProcess: this process runs ONE rank over a communicator the caller connects
 //    (the mpi backend under mpiexec: world rank r drives the plan's r-th device, world_layout.h).
 // Each rank is a parallel::ParallelRank with one backend thread; the math is plan-invariant
-// (docs/architecture.md §4), so the per-step losses equal those of the serial loop (trainer.h) up to
-// floating-point reassociation.
+// (docs/architecture.md §4), so the per-step losses equal those of the serial loop (trainer.h) up
+// to floating-point reassociation.
 //
-// Emulated clusters (docs/architecture.md §6): when the plan's devices are of emulated device types, each
-// rank gets its own VirtualClock and an EmulatedBackend with its device type's profile and memory
-// capacity, and the communicator charges every transfer on that clock over the link class the
-// cluster spec puts between the two devices (ClusterSpec::LinkBetween). Clock `virtual` (the
-// default) sleeps nowhere and makes every reported time exact and repeatable; `wall` paces each
-// rank to its emulated time. Step times and tokens/s are then on the emulated clock (virtual: the
-// step's makespan, max over ranks of its end minus min of its start; wall: rank 0's wall time).
+// Emulated clusters (docs/architecture.md §6): when the plan's devices are of emulated device
+// types, each rank gets its own VirtualClock and an EmulatedBackend with its device type's profile
+// and memory capacity, and the communicator charges every transfer on that clock over the link
+// class the cluster spec puts between the two devices (ClusterSpec::LinkBetween). Clock `virtual`
+// (the default) sleeps nowhere and makes every reported time exact and repeatable; `wall` paces
+// each rank to its emulated time. Step times and tokens/s are then on the emulated clock (virtual:
+// the step's makespan, max over ranks of its end minus min of its start; wall: rank 0's wall time).
 // Devices of non-emulated types run on a CpuBackend, timed by the steady clock (clock `host`).
 //
 // Validation (as in the serial loop, trainer.h): every train.val_every steps and after the last
@@ -45,8 +45,8 @@
 // writers and rank 0 must see ROOT on one file system. Options::resume loads a checkpoint
 // written under any plan (or serially) into every rank and continues at its step + 1.
 //
-// Plan switches (docs/architecture.md §9; the entry point of the re-plan controller): after each step,
-// rank 0 asks Options::plan_switch (or looks the step up in Options::plan_switches) for a new
+// Plan switches (docs/architecture.md §9; the entry point of the re-plan controller): after each
+// step, rank 0 asks Options::plan_switch (or looks the step up in Options::plan_switches) for a new
 // plan; the answer is broadcast to every rank. A new plan must pass CheckPlanForRun and use only
 // devices of the running world (the devices of the plan the run started with; the world size
 // never changes); a device it leaves out idles (it joins the world's collectives, trains nothing)

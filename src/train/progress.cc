@@ -17,7 +17,9 @@ constexpr int kBarWidth = 20;
 
 }  // namespace
 
-int64_t DefaultLogInterval(int64_t total_steps) { return std::max<int64_t>(1, total_steps / 20); }
+int64_t DefaultLogInterval(int64_t total_steps) {
+  return std::max<int64_t>(1, total_steps / 20);
+}
 
 ProgressReporter::ProgressReporter(std::FILE* out, bool interactive, int64_t first_step,
                                    int64_t total_steps, int64_t every)
@@ -30,7 +32,9 @@ ProgressReporter::ProgressReporter(std::FILE* out, bool interactive, int64_t fir
   MOTLEY_CHECK(total_steps >= 0 && every >= 1 && first_step >= 1, "bad progress settings");
 }
 
-bool ProgressReporter::IsTerminal(std::FILE* f) { return ::isatty(::fileno(f)) == 1; }
+bool ProgressReporter::IsTerminal(std::FILE* f) {
+  return ::isatty(::fileno(f)) == 1;
+}
 
 std::string ProgressReporter::FormatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0.0) return "?";
@@ -51,8 +55,7 @@ void ProgressReporter::Update(const ProgressStep& s, double elapsed_s) {
   const int64_t done = s.step - first_step_ + 1;
   const double per_step = done > 0 ? elapsed_s / static_cast<double>(done) : 0.0;
   const double eta_s = per_step * static_cast<double>(std::max<int64_t>(total_steps_ - s.step, 0));
-  const double wall_rate =
-      s.wall_step_s > 0 ? static_cast<double>(s.tokens) / s.wall_step_s : 0.0;
+  const double wall_rate = s.wall_step_s > 0 ? static_cast<double>(s.tokens) / s.wall_step_s : 0.0;
   std::string rates = fmt::format("{} tok/s", FormatRate(wall_rate));
   if (s.emulated_tokens_per_s) {
     rates += fmt::format(" | {} tok/s virtual", FormatRate(*s.emulated_tokens_per_s));
@@ -64,8 +67,8 @@ void ProgressReporter::Update(const ProgressStep& s, double elapsed_s) {
     const int filled = std::clamp(static_cast<int>(frac * kBarWidth), 0, kBarWidth);
     const std::string bar = std::string(static_cast<size_t>(filled), '#') +
                             std::string(static_cast<size_t>(kBarWidth - filled), '.');
-    fmt::print(out_, "\rstep {}/{} [{}] loss {:.4f} | {} | ETA {}\x1b[K", s.step, total_steps_,
-               bar, s.loss, rates, FormatDuration(eta_s));
+    fmt::print(out_, "\rstep {}/{} [{}] loss {:.4f} | {} | ETA {}\x1b[K", s.step, total_steps_, bar,
+               s.loss, rates, FormatDuration(eta_s));
     std::fflush(out_);
     bar_open_ = true;
     return;

@@ -1,6 +1,7 @@
 // Tests of the single-device training loop: it learns the shipped corpus (validation loss well
 // below the byte-unigram entropy), splitting the batch into micro-batches leaves the trajectory
-// unchanged (docs/architecture.md §4), runs are deterministic, metrics are written, and divergence is an error.
+// unchanged (docs/architecture.md §4), runs are deterministic, metrics are written, and divergence
+// is an error.
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>

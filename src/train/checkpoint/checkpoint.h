@@ -1,5 +1,5 @@
-// Plan-independent checkpoints (docs/architecture.md §10, docs/formats/checkpoint.md). A checkpoint is a
-// folder ROOT/step-NNNNNNNN holding, per writing stage s of S:
+// Plan-independent checkpoints (docs/architecture.md §10, docs/formats/checkpoint.md). A checkpoint
+// is a folder ROOT/step-NNNNNNNN holding, per writing stage s of S:
 //   model-{s+1:05}-of-{S:05}.safetensors      parameters under their Hugging Face Llama names
 //   optimizer-{s+1:05}-of-{S:05}.safetensors  AdamW moments "optimizer.m.<name>",
 //   "optimizer.v.<name>"
