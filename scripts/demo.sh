@@ -14,8 +14,6 @@ phase "install packages" build/logs/install.log bash scripts/install_deps.sh
 phase "configure and build motley" build/logs/build-motley.log \
   bash -c 'bash scripts/configure.sh && cmake --build build --target motley'
 mkdir -p "$out"
-echo "== motley plan examples/runs/hetero-4.yaml"
 ./build/motley plan examples/runs/hetero-4.yaml -o "$out/plan.json" --quiet --top 2
-echo "== motley train: the chosen plan, then the uniform baseline"
 ./build/motley train examples/runs/hetero-4.yaml --plan "$out/plan.json" --compare uniform \
   --steps 40 --log-interval 40 --metrics "$out/metrics.jsonl" --report "$out/report.html" "$@"

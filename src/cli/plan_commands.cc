@@ -173,7 +173,7 @@ int RunPlan(const PlanArgs& args) {
                c.prediction.iteration_s, c.simulated_s > 0 ? fmt::format("{:.4f}", c.simulated_s) : "-",
                100 * c.prediction.mfu, MemoryPerType(off, c.prediction), c.description);
   }
-  fmt::print("chosen: {}\n{}", report->best.description, plan::SummarizeReport(*report));
+  fmt::print("{}", plan::SummarizeReport(*report));
   fmt::print("devices: {}\n", plan::DescribeLeftOut(report->best.plan, off.run.cluster));
   fmt::print("names: {}", plan::LayoutLegend("       ").substr(7));
   plan::Candidate written = report->best;

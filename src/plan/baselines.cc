@@ -128,9 +128,10 @@ double Candidate::TokensPerSecond(int64_t tokens_per_step) const {
 
 std::string SummarizeReport(const PlanReport& report) {
   const double tps = report.best.TokensPerSecond(report.tokens_per_step);
-  std::string out = fmt::format("plan: {:.1f} tokens/s, MFU {:.1f}% (predicted), iteration {:.3f} s predicted",
-                                tps, 100 * report.best.prediction.mfu,
-                                report.best.prediction.iteration_s);
+  std::string out = fmt::format(
+      "chosen: {}: {:.1f} tokens/s, MFU {:.1f}% (predicted), iteration {:.3f} s predicted",
+      report.best.description, tps, 100 * report.best.prediction.mfu,
+      report.best.prediction.iteration_s);
   if (report.best.simulated_s > 0) out += fmt::format(", {:.3f} s simulated", report.best.simulated_s);
   out += "\n";
   for (const Baseline& b : report.baselines) {

@@ -104,7 +104,8 @@ double ComputeBoundTokensPerSecond(const perf::Predictor& predictor,
                                    const std::vector<int64_t>& micro_batch_sizes,
                                    const std::vector<int>& tp_degrees);
 
-// One line per baseline and reference for logs: ratio of the plan to each.
+// The chosen plan (its description, tokens/s, MFU, predicted and simulated step), then one line
+// per baseline (speed-up over it, its description) and one of the references (ratio to each).
 std::string SummarizeReport(const PlanReport& report);
 
 // The baseline of `kind` in a report planned with baselines on; an error (naming why) when the

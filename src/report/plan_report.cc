@@ -261,8 +261,15 @@ std::string StageTable(const spec::ClusterSpec& cluster, const PlanView& v) {
           k < v.prediction.stages.size() && i < v.prediction.stages[k].size()
               ? &v.prediction.stages[k][i]
               : nullptr;
+      // Runs of consecutive ids as "a-b" (a TP group of 8 reads "0-7").
       std::string devices;
-      for (int d : st.devices) devices += fmt::format("{}{}", devices.empty() ? "" : " ", d);
+      for (size_t j = 0; j < st.devices.size();) {
+        size_t e = j;
+        while (e + 1 < st.devices.size() && st.devices[e + 1] == st.devices[e] + 1) ++e;
+        devices += fmt::format("{}{}", devices.empty() ? "" : " ", st.devices[j]);
+        if (e > j) devices += fmt::format("-{}", st.devices[e]);
+        j = e + 1;
+      }
       rows.push_back(
           {fmt::format("{}", k), fmt::format("{}", i), devices,
            Escape(cluster.device_type_of(st.devices.front()).name), fmt::format("{}", st.tp_degree),
