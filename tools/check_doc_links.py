@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Doc-link check: every markdown link and every repository path named in README.md, docs/,
-source comments, tests, benchmarks, scripts, tools and examples exists.
+"""Doc-link check: every markdown link and every repository path named in README.md, docs/ and
+the comments of sources, tests, benchmarks, scripts, tools, CMake files and examples exists.
 
 Checked:
   - markdown links [text](target) in *.md files (not http(s):, mailto: or #anchors), resolved
     against the file's folder;
-  - repository paths anywhere in those files: tokens starting with a top-level folder
+  - repository paths in *.md files and in the comments of every other file (// and /* */ in C++
+    and CUDA, # elsewhere; string literals are code, not comments): tokens starting with a top-level folder
     (docs/, src/, tests/, bench/, tools/, scripts/, examples/, data/, cmake/, .ci/), resolved
     against the repository root, and tokens starting with a module folder of src/ (train/,
     perf/, ...) that name a file (an extension or a glob '*'), resolved against src/; a '*' is a
@@ -52,6 +53,42 @@ def exists(base, rel):
     return (base / rel).exists()
 
 
+C_FAMILY = {".h", ".cc", ".cu", ".cuh"}
+STRING = re.compile(r'"(?:\\.|[^"\\])*"' + "|" + r"'(?:\\.|[^'\\])*'")
+
+
+def comment_lines(path, text):
+    """(line number, text) of what a reader sees as prose: every line of a markdown file, the
+    comments of other files."""
+    lines = text.splitlines()
+    if path.suffix == ".md":
+        return list(enumerate(lines, 1))
+    out = []
+    in_block = False
+    for n, line in enumerate(lines, 1):
+        if path.suffix in C_FAMILY:
+            if in_block:
+                end = line.find("*/")
+                out.append((n, line if end < 0 else line[:end]))
+                if end < 0:
+                    continue
+                in_block = False
+                line = line[end + 2:]
+            code = STRING.sub('""', line)
+            if "//" in code:
+                out.append((n, code[code.index("//") + 2:]))
+            elif "/*" in code:
+                rest = code[code.index("/*") + 2:]
+                end = rest.find("*/")
+                out.append((n, rest if end < 0 else rest[:end]))
+                in_block = end < 0
+        else:
+            code = STRING.sub('""', line) if path.suffix != ".yaml" else line
+            if "#" in code:
+                out.append((n, code[code.index("#") + 1:]))
+    return out
+
+
 def scanned_files(root):
     for path in sorted(root.rglob("*")):
         if not path.is_file() or any(part in SKIPPED_DIRS or part.startswith("build")
@@ -75,7 +112,7 @@ def main():
         if rel_file.as_posix() == "tools/check_doc_links.py":
             continue  # this file names the patterns it looks for
         text = path.read_text(errors="replace")
-        for lineno, line in enumerate(text.splitlines(), 1):
+        for lineno, line in comment_lines(path, text):
             where = f"{rel_file}:{lineno}"
             if path.suffix == ".md":
                 for target in LINK.findall(line):

@@ -174,14 +174,15 @@ int RunPlan(const PlanArgs& args) {
                100 * c.prediction.mfu, MemoryPerType(off, c.prediction), c.description);
   }
   fmt::print("{}", plan::SummarizeReport(*report));
-  fmt::print("devices: {}\n", plan::DescribeLeftOut(report->best.plan, off.run.cluster));
-  fmt::print("names: {}", plan::LayoutLegend("       ").substr(7));
   plan::Candidate written = report->best;
   if (baseline.has_value()) {
     Result<plan::Candidate> b = plan::FindBaseline(*report, *baseline);
     if (!b.ok()) return Fail("plan", b.status());
     written = *b;
   }
+  fmt::print("devices{}: {}\n", baseline.has_value() ? " of the baseline" : "",
+             plan::DescribeLeftOut(written.plan, off.run.cluster));
+  fmt::print("names: {}", plan::LayoutLegend("       ").substr(7));
   const Status saved = spec::SavePlan(written.plan, args.out_path);
   if (!saved.ok()) return Fail("plan", saved);
   if (baseline.has_value()) {
