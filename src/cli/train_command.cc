@@ -5,7 +5,7 @@
 // rank per process over the mpi communicator, world rank r driving the plan's r-th device.
 // On an emulated cluster `--clock virtual|wall` picks the clock, and `--compare PLAN2.json`
 // trains the same job under a second plan and prints both throughputs side by side; every run
-// writes its metrics (the first to the metrics path, the next to PATH-STEM.LABEL.jsonl). A plan
+// writes its metrics (the first to the metrics path, the next beside it as STEM.LABEL.jsonl). A plan
 // value may also name a baseline (uniform, homogeneous, identical): the plan `motley plan
 // --baseline NAME` writes for the run's cluster. `--report FILE` writes one HTML page of the
 // plans (prediction, simulation) and the runs' metrics (src/report); each parallel metrics line
@@ -451,7 +451,7 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
       ->type_name("N");
   cmd->add_option("--metrics", args->metrics_path,
                   "Write per-step metrics as JSONL to FILE (docs/formats/metrics.md); with "
-                  "--compare, each further run writes FILE-STEM.LABEL.jsonl beside it")
+                  "--compare, each further run writes STEM.LABEL.jsonl beside it (m.jsonl: m.uniform.jsonl)")
       ->type_name("FILE");
   cmd->add_option("--threads", args->threads, "Override train.threads (CPU threads)")
       ->check(Positive())
