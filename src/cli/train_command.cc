@@ -286,6 +286,9 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   options.cuda_bf16 = args.cuda_bf16;
   options.log_every = args.log_interval;
   if (launcher_rank > 0) options.out = nullptr;  // only rank 0 prints progress
+  // Open MPI gives every rank a pty for its output even when mpiexec's own output is a file, so
+  // a launched rank cannot tell a terminal from a log: plain lines.
+  if (launcher_rank >= 0) options.interactive = false;
   if (!args.inject_path.empty()) {
     Result<straggler::Scenario> scenario = straggler::LoadScenario(args.inject_path, run.cluster);
     if (!scenario.ok()) {
