@@ -1,6 +1,6 @@
 // motley_comm_emulation_bench: link emulation on the WALL clock against the alpha-beta time of the
-// ring algorithm (docs/reference performance-model.md), per operation, rank count and size, with
-// a uniform ring and with one slower link. The virtual clock is exact and tested
+// ring algorithm (the project's reference notes, performance-model.md), per operation, rank count
+// and size, with a uniform ring and with one slower link. The virtual clock is exact and tested
 // (tests/comm/link_emulation_test.cc); this measures how closely real sleeping ranks follow it.
 //
 // Each case starts a fresh local world whose ranks share one steady-clock origin; a rank's wall

@@ -20,7 +20,7 @@ trap 'rm -rf "$WORK"' EXIT
 RUN=examples/runs/emulated-8.yaml
 # Sustained: slow from step 20 to the end of the run.
 cat > "$WORK/slow.yaml" <<'YAML'
-- {step: 20, device: 5, rate: 0.33333333333}
+- {step: 20, device: 5, slowdown: 3}
 YAML
 echo "== planning the healthy cluster"
 "$MOTLEY" plan "$RUN" -o "$WORK/plan.json" > "$WORK/plan.log"

@@ -6,7 +6,7 @@
 // GFLOP/s can be divided by the SgemmPeak rows of the same run (same thread count) for the share of
 // sgemm peak a whole step reaches. Timed steps are steady-state steps: one warm-up step runs
 // before timing. Cases: `small` at B=8 T=128 (the default run of `motley train`) and `gpt2-124m` at
-// B=4 T=64 (the reference point of docs/reference performance-model.md).
+// B=4 T=64 (the reference point of the project's reference notes, performance-model.md).
 //
 // Activation recompute (second argument: 0 none, 1 selective, 2 full; model/block.h): the step
 // time against `recompute:0` of the same preset and thread count is the cost of recompute. Each

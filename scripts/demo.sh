@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Set-up command 1 of README.md: install dependencies, build motley, run the main job: train an
-# 8-block small model on an emulated heterogeneous cluster (2 devices at 3x the speed of 2 others,
-# examples/runs/hetero-4.yaml) under a balanced plan, then the same job under the uniform
-# Megatron-style split, and print both throughputs side by side (virtual clock: exact emulated
-# time; pass `--clock wall` to pace every rank for real). Extra arguments go to `motley train`
-# (e.g. --steps 20). About half a minute on 2 cores once built.
+# Set-up command 1 of README.md: install the Debian packages, build motley quietly (one line per
+# phase; full logs in build/logs/, errors shown on failure), then the main job on an emulated
+# heterogeneous cluster (examples/runs/hetero-4.yaml: 2 devices at 3x the speed of 2 others):
+# `motley plan` chooses a plan; the job trains under it and under the uniform Megatron-style
+# baseline side by side (virtual clock: the exact emulated time), prints the measured speed-up,
+# and writes one HTML report of the plan and both runs (build/demo/report.html). Extra arguments
+# go to `motley train` (e.g. --clock wall to pace every rank for real, --steps 80).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install_deps.sh
-# Warnings do not stop the demo (CI builds with them as errors); set explicitly because the build
-# folder may have been configured by scripts/test.sh.
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOTLEY_BUILD_TESTS=OFF \
-  -DMOTLEY_BUILD_BENCH=OFF -DCMAKE_COMPILE_WARNING_AS_ERROR=OFF >/dev/null
-cmake --build build --target motley
-./build/motley train examples/runs/hetero-4.yaml --plan examples/plans/hetero-4-balanced.json \
-  --compare examples/plans/hetero-4-uniform.json "$@"
+source scripts/phase.sh
+out=build/demo
+phase "install packages" build/logs/install.log bash scripts/install_deps.sh
+phase "configure and build motley" build/logs/build-motley.log \
+  bash -c 'bash scripts/configure.sh && cmake --build build --target motley'
+mkdir -p "$out"
+./build/motley plan examples/runs/hetero-4.yaml -o "$out/plan.json" --quiet --top 2
+./build/motley train examples/runs/hetero-4.yaml --plan "$out/plan.json" --compare uniform \
+  --steps 40 --log-interval 40 --metrics "$out/metrics.jsonl" --report "$out/report.html" "$@"

@@ -20,6 +20,7 @@ ALLOWED = {
     "sim": {"core", "spec", "sched", "perf"},
     "plan": {"core", "spec", "sched", "perf", "sim"},
     "straggler": {"core", "spec", "sched", "perf", "sim", "plan"},
+    "report": {"core", "spec", "sched", "perf", "sim", "plan"},
     "tensor": {"core"},
     "backend/cpu": {"core", "tensor"},
     "backend/cuda": {"core", "tensor", "backend/cpu"},

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs an MPI program with one rank per network namespace on this machine (DESIGN.md §6):
+# Runs an MPI program with one rank per network namespace on this machine (docs/architecture.md §6):
 # namespaces joined by veth pairs on a private bridge, each veth shaped in the kernel with tc tbf
 # (netem is unavailable on these kernels; added latency comes from motley's link emulation), and
 # mpiexec launching across the namespaces over TCP. Everything it creates is removed on exit and on

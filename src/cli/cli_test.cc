@@ -9,6 +9,7 @@
 
 #include <csignal>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -84,6 +85,23 @@ TEST_F(CliTest, HelpWorksOnEveryCommand) {
   for (const char* sub : {"train", "validate", "schedule"}) {
     EXPECT_NE(top.out.find(sub), std::string::npos) << top.out;
   }
+  // Every subcommand's help ends with examples and shows no parser internals.
+  for (const char* sub : {"train", "generate", "validate", "schedule", "profile", "plan", "predict",
+                          "simulate", "report"}) {
+    Outcome help = Run(std::string(sub) + " --help");
+    EXPECT_EQ(help.exit_code, 0) << sub;
+    const size_t examples = help.out.find("Examples:\n  motley ");
+    ASSERT_NE(examples, std::string::npos) << sub << ":\n" << help.out;
+    EXPECT_NE(help.out.find("motley " + std::string(sub) + " ", examples), std::string::npos)
+        << sub << ":\n"
+        << help.out;
+    for (const char* internal :
+         {"ENUM", "INT:", ":POSITIVE", "NONNEGATIVE", "FLOAT", "UINT", "->", "OR {"}) {
+      EXPECT_EQ(help.out.find(internal), std::string::npos)
+          << sub << " help shows '" << internal << "':\n"
+          << help.out;
+    }
+  }
   Outcome train = Run("train --help");
   EXPECT_EQ(train.exit_code, 0);
   EXPECT_NE(train.out.find("--steps"), std::string::npos) << train.out;
@@ -98,19 +116,39 @@ TEST_F(CliTest, HelpWorksOnEveryCommand) {
   EXPECT_NE(schedule.out.find("--kind"), std::string::npos);
 }
 
-TEST_F(CliTest, UsageErrorsExitTwo) {  // docs/exit-codes.md
+// Bare `motley` shows the help; an unknown command is named, then the help; usage errors exit 2
+// (docs/exit-codes.md) with a message in words and a pointer to the command's help.
+TEST_F(CliTest, HelpVersionAndUsageErrors) {
   Outcome none = Run("");
-  EXPECT_EQ(none.exit_code, 2);
-  EXPECT_FALSE(none.err.empty());
+  EXPECT_EQ(none.exit_code, 0);
+  EXPECT_NE(none.out.find("Subcommands:"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("report"), std::string::npos) << none.out;
+  Outcome version = Run("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("motley ", 0), 0U) << version.out;
+  EXPECT_NE(version.out.find('.'), std::string::npos) << version.out;
   Outcome unknown = Run("frobnicate");
   EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("'frobnicate' is not a motley command"), std::string::npos)
+      << unknown.err;
+  EXPECT_NE(unknown.err.find("Subcommands:"), std::string::npos) << unknown.err;
   Outcome missing = Run("schedule --stages 2");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("micro-batches"), std::string::npos) << missing.err;
   Outcome bad_kind = Run("schedule --stages 2 --micro-batches 4 --kind zigzag");
   EXPECT_EQ(bad_kind.exit_code, 2);
+  EXPECT_NE(bad_kind.err.find("motley schedule: --kind: 'zigzag' is not one of 1f1b, gpipe"),
+            std::string::npos)
+      << bad_kind.err;
+  EXPECT_NE(bad_kind.err.find("Run 'motley schedule --help'"), std::string::npos);
   Outcome bad_steps = Run("train --steps 0");
   EXPECT_EQ(bad_steps.exit_code, 2);
+  EXPECT_NE(bad_steps.err.find("--steps: must be in [1, "), std::string::npos)
+      << bad_steps.err;
+  for (const Outcome* o : {&missing, &bad_kind, &bad_steps}) {
+    EXPECT_EQ(o->err.find("->"), std::string::npos) << o->err;
+    EXPECT_EQ(o->err.find("not in range"), std::string::npos) << o->err;
+  }
 }
 
 TEST_F(CliTest, ValidatePrintsASummary) {
@@ -158,7 +196,8 @@ TEST_F(CliTest, TrainRunsAndWritesMetrics) {
   ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
   // Not a terminal: plain lines, no carriage returns.
   EXPECT_EQ(o.out.find('\r'), std::string::npos);
-  EXPECT_NE(o.out.find("step 4/4 loss"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("step 4/4 | loss"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("ETA"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("done: 4 steps, 512 tokens"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("final validation"), std::string::npos);
   auto text = motley::ReadFile(metrics);
@@ -336,15 +375,118 @@ TEST_F(CliTest, PlanCompareOnEmulatedCluster) {
   EXPECT_NE(o.out.find("local-hetero-mixed.json"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("local-hetero-uniform.json"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("1.00x"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("(virtual)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find(" tok/s virtual | "), std::string::npos) << o.out;
   auto text = motley::ReadFile(metrics);
   ASSERT_TRUE(text.ok()) << text.status().message();
   EXPECT_NE(text->find("\"stages\""), std::string::npos);
+  EXPECT_NE(text->find("\"predicted_step_time_s\""), std::string::npos);
+  // The comparison run writes its own metrics beside the first run's.
+  auto compared = motley::ReadFile(Path("m.local-hetero-uniform.jsonl"));
+  ASSERT_TRUE(compared.ok()) << o.out;
+  EXPECT_EQ(std::count(compared->begin(), compared->end(), '\n'), 2);
+  EXPECT_NE(o.out.find("metrics: " + metrics + ", " + Path("m.local-hetero-uniform.jsonl")),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("measured speed-up of "), std::string::npos) << o.out;
 
   Outcome no_plan = Run("train " + examples + "runs/local-hetero.yaml --compare " + examples +
                         "plans/local-hetero-uniform.json");
   EXPECT_NE(no_plan.exit_code, 0);
   EXPECT_NE(no_plan.err.find("--plan"), std::string::npos) << no_plan.err;
+}
+
+// `motley plan --baseline KIND` writes each baseline as a plan file that trains; `--compare`
+// takes a baseline by name; `--report` writes one page of both plans and both runs.
+TEST_F(CliTest, BaselinePlanFilesTrainAndCompareByName) {
+  const std::string run = std::string(MOTLEY_SOURCE_DIR) + "/examples/runs/hetero-4.yaml";
+  for (const std::string kind : {"uniform", "homogeneous", "identical"}) {
+    const std::string file = Path(kind + ".json");
+    Outcome plan = Run("plan " + run + " --quiet --baseline " + kind + " -o " + file);
+    ASSERT_EQ(plan.exit_code, 0) << plan.err << plan.out;
+    EXPECT_NE(plan.out.find("baseline " + kind + " ("), std::string::npos) << plan.out;
+    auto text = motley::ReadFile(file);
+    ASSERT_TRUE(text.ok());
+    EXPECT_NE(text->find("motley baseline '" + kind + "'"), std::string::npos) << *text;
+    Outcome train = Run("train " + run + " --plan " + file + " --steps 1");
+    ASSERT_EQ(train.exit_code, 0) << kind << ": " << train.err << train.out;
+    EXPECT_NE(train.out.find("done: 1 steps"), std::string::npos) << train.out;
+  }
+  Outcome both = Run("train " + run + " --plan " + Path("identical.json") +
+                     " --compare uniform --steps 2 --metrics " + Path("m.jsonl") + " --report " +
+                     Path("r.html"));
+  ASSERT_EQ(both.exit_code, 0) << both.err << both.out;
+  EXPECT_NE(both.out.find("baseline uniform for cluster 'hetero-4'"), std::string::npos)
+      << both.out;
+  EXPECT_NE(both.out.find("the same job under both plans"), std::string::npos) << both.out;
+  EXPECT_TRUE(std::filesystem::exists(Path("m.uniform.jsonl"))) << both.out;
+  auto html = motley::ReadFile(Path("r.html"));
+  ASSERT_TRUE(html.ok()) << both.out;
+  for (const char* chart :
+       {"loss-step", "throughput-wall", "step-time", "plan0-device-map", "plan1-timeline"}) {
+    EXPECT_NE(html->find(std::string("data-chart=\"") + chart + "\""), std::string::npos) << chart;
+  }
+  Outcome bad = Run("plan " + run + " --baseline fastest -o " + Path("x.json"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("'fastest' is not one of uniform, homogeneous, identical"),
+            std::string::npos)
+      << bad.err;
+}
+
+// On a terminal (a pty from script(1)) the progress is one redrawn bar with an ETA, for the
+// serial and the parallel loop alike.
+TEST_F(CliTest, ProgressUnderAPtyShowsABarWithAnEta) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "script(1) is not installed (util-linux)";
+  }
+  const std::string run = Write("run.yaml", TinyRun(""));
+  const std::string examples = std::string(MOTLEY_SOURCE_DIR) + "/examples/";
+  for (const std::string& args :
+       {"train " + run + " --steps 3",
+        "train " + examples + "runs/local-hetero.yaml --steps 3 --plan " + examples +
+            "plans/local-hetero-mixed.json --checkpoint-dir " + Path("ckpt")}) {
+    const std::string cmd = "script -qefc \"" + std::string(MOTLEY_BINARY) + " " + args +
+                            "\" /dev/null >" + Path("pty") + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << args;
+    const std::string out = motley::ReadFile(Path("pty")).value();
+    EXPECT_NE(out.find("\rstep 3/3 [####################] loss "), std::string::npos) << out;
+    EXPECT_NE(out.find(" | ETA "), std::string::npos) << out;
+    EXPECT_EQ(out.find("step 2/3 | loss"), std::string::npos) << out;  // no plain lines
+  }
+}
+
+// `motley report` overlays metrics files of any kind; a bad line is named by file and line.
+TEST_F(CliTest, ReportOverlaysMetricsFiles) {
+  const std::string run = Write("run.yaml", TinyRun(""));
+  Outcome a = Run("train " + run + " --steps 3 --metrics " + Path("a.jsonl"));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  Outcome r = Run("report " + Path("a.jsonl") + " " + Path("a.jsonl") +
+                  " --label first --label second -o " + Path("r.html"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 run(s), 6 steps"), std::string::npos) << r.out;
+  auto html = motley::ReadFile(Path("r.html"));
+  ASSERT_TRUE(html.ok());
+  EXPECT_NE(html->find("data-chart=\"loss-wall\""), std::string::npos);
+  EXPECT_NE(html->find(" second train<"), std::string::npos);
+  Write("bad.jsonl", "{\"step\":1,\"loss\":2}\n{oops\n");
+  Outcome bad = Run("report " + Path("bad.jsonl") + " -o " + Path("b.html"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(Path("bad.jsonl") + ":2: not a JSON object"), std::string::npos)
+      << bad.err;
+  Outcome labels = Run("report " + Path("a.jsonl") + " --label x --label y -o " + Path("c.html"));
+  EXPECT_EQ(labels.exit_code, 2);
+}
+
+// `motley simulate --report` writes the plan page of any plan file.
+TEST_F(CliTest, SimulateWritesAReport) {
+  const std::string examples = std::string(MOTLEY_SOURCE_DIR) + "/examples/";
+  Outcome o = Run("simulate " + examples + "runs/hetero-4.yaml " + examples +
+                  "plans/hetero-4-balanced.json --report " + Path("s.html"));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("every device is used (4)"), std::string::npos) << o.out;
+  auto html = motley::ReadFile(Path("s.html"));
+  ASSERT_TRUE(html.ok());
+  EXPECT_NE(html->find("data-chart=\"utilisation\""), std::string::npos);
+  EXPECT_NE(html->find("data-chart=\"timeline\""), std::string::npos);
 }
 
 // --auto-plan plans the run's cluster as `motley plan` does and trains under that plan; with
@@ -356,7 +498,7 @@ TEST_F(CliTest, AutoPlanTrainsAndResumes) {
   ASSERT_EQ(first.exit_code, 0) << first.err << first.out;
   EXPECT_NE(first.out.find("auto-plan for cluster 'local-hetero' (6 devices)"), std::string::npos)
       << first.out;
-  EXPECT_NE(first.out.find("with plan auto-plan"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("parallel run: plan auto-plan,"), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("step 2: checkpoint"), std::string::npos) << first.out;
   Outcome resumed =
       Run("train " + run + " --auto-plan --steps 4 --checkpoint-dir " + ckpt + " --resume");

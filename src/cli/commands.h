@@ -1,7 +1,8 @@
 // The `motley` subcommands. Each Add*Command registers one subcommand (its options and --help) on
 // the application; when that subcommand is chosen, its callback runs after parsing and stores the
-// process exit code in `exit_code` (0 success, 1 error, with the error printed to stderr).
-// Only commands that work are registered.
+// process exit code in `exit_code` (0 success, else cli::Fail's code, docs/exit-codes.md). Every
+// subcommand's help ends with examples (cli_help.h SetExamples). Only commands that work are
+// registered.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,5 +22,7 @@ void AddValidateCommand(CLI::App& app, int& exit_code);
 void AddScheduleCommand(CLI::App& app, int& exit_code);
 // motley profile RUN.yaml -o PROFILE.json [--micro-batches 1,2,4] [--tp 1] [--device-type NAME]
 void AddProfileCommand(CLI::App& app, int& exit_code);
+// motley report METRICS.jsonl [MORE.jsonl ...] -o report.html [--label NAME ...] [--title TEXT]
+void AddReportCommand(CLI::App& app, int& exit_code);
 
 }  // namespace motley::cli

@@ -1,8 +1,9 @@
 // `motley generate RUN.yaml --checkpoint DIR --prompt TEXT [--tokens N] [--temperature T]
-// [--seed S] [--threads N]`: samples text from a checkpoint (any plan wrote it) or a Hugging Face
-// folder with the run file's model (src/train/generate.h). The text (prompt + sampled bytes) goes
-// to stdout, the load message to stderr; errors (unreadable run file, a checkpoint that does not
-// verify or is for another model) to stderr with the exit code of their StatusCode.
+// [--top-k K] [--seed S] [--threads N]`: samples text from a checkpoint (any plan wrote it) or a
+// Hugging Face folder with the run file's model (src/train/generate.h): by default at temperature
+// 0.8 among the 40 most likely bytes; `--temperature 0` is greedy. The text (prompt + sampled
+// bytes) goes to stdout, the load message to stderr; errors (unreadable run file, a checkpoint that
+// does not verify or is for another model) to stderr with the exit code of their StatusCode.
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include <fmt/core.h>
 
+#include "cli/cli_help.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/validators.h"
@@ -31,7 +33,8 @@ struct GenerateArgs {
   std::string checkpoint;
   std::string prompt;
   int64_t tokens = 200;
-  float temperature = 0.0F;
+  float temperature = 0.8F;
+  int64_t top_k = 40;
   uint64_t seed = 0;
   int threads = 0;
 };
@@ -45,6 +48,7 @@ int RunGenerate(const GenerateArgs& args) {
   options.prompt = args.prompt;
   options.max_new_tokens = args.tokens;
   options.temperature = args.temperature;
+  options.top_k = args.top_k;
   options.seed = args.seed;
   const int threads = train::ResolveThreads(args.threads > 0 ? args.threads : run->train.threads);
   std::string loaded;
@@ -65,7 +69,8 @@ void AddGenerateCommand(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "generate",
       "Sample text from a checkpoint with the run file's model: the prompt's bytes, then up to "
-      "--tokens sampled byte tokens (greedy at temperature 0).");
+      "--tokens byte tokens drawn at --temperature among the --top-k most likely (greedy with "
+      "--temperature 0).");
   cmd->add_option("run", args->run_path, "Run file (YAML) whose model the checkpoint holds")
       ->type_name("RUN.yaml")
       ->required();
@@ -78,13 +83,26 @@ void AddGenerateCommand(CLI::App& app, int& exit_code) {
       ->type_name("TEXT")
       ->required();
   cmd->add_option("--tokens", args->tokens, "Tokens to sample (default 200)")
-      ->check(IntRange(0, kMaxGeneratedTokens));
+      ->check(IntRange(0, kMaxGeneratedTokens))
+      ->type_name("N");
   cmd->add_option("--temperature", args->temperature,
-                  "Softmax temperature; 0 (default) picks the most likely token")
-      ->check(FiniteRange(0, kMaxTemperature));
-  cmd->add_option("--seed", args->seed, "Seed of the sampling stream (temperature > 0)");
+                  "Softmax temperature (default 0.8); 0 picks the most likely token (greedy)")
+      ->check(FiniteRange(0, kMaxTemperature))
+      ->type_name("T");
+  cmd->add_option("--top-k", args->top_k,
+                  "Draw among the K most likely tokens only (default 40; 0: all)")
+      ->check(NonNegative())
+      ->type_name("K");
+  cmd->add_option("--seed", args->seed, "Seed of the sampling stream (temperature > 0)")
+      ->type_name("S");
   cmd->add_option("--threads", args->threads, "CPU threads (default: train.threads)")
-      ->check(IntRange(1, spec::kMaxThreads));
+      ->check(IntRange(1, spec::kMaxThreads))
+      ->type_name("N");
+  SetExamples(cmd, {"motley train examples/runs/tiny.yaml --checkpoint-dir /tmp/ckpt && motley "
+                    "generate examples/runs/tiny.yaml --checkpoint /tmp/ckpt --prompt \"In the "
+                    "beginning\"",
+                    "motley generate examples/runs/tiny.yaml --checkpoint /tmp/ckpt --prompt "
+                    "\"And God said\" --temperature 0   # greedy"});
   cmd->callback([args, &exit_code] { exit_code = RunGenerate(*args); });
 }
 

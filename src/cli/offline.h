@@ -39,7 +39,7 @@ struct Offline {
 Result<std::pair<int, double>> ParseStraggler(std::string_view text, int num_devices);
 
 // Builds the predictor of `run`. profile_path: a measured profile (docs/formats/profile.md) or
-// empty; stragglers: "ID=RATE" entries (device ID runs RATE times slower, RATE >= 1).
+// empty; stragglers: "ID=SLOWDOWN" entries (device ID runs SLOWDOWN times slower, >= 1).
 Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::string& profile_path,
                                              const std::vector<std::string>& stragglers);
 

@@ -3,17 +3,21 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
 
+#include "cli/cli_help.h"
 #include "cli/fail.h"
 #include "cli/offline.h"
 #include "cli/validators.h"
 #include "core/file_util.h"
+#include "core/format_units.h"
+#include "plan/plan_names.h"
 #include "plan/planner.h"
-#include "plan/report_html.h"
+#include "report/plan_report.h"
 #include "sim/simulator.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
@@ -25,7 +29,8 @@ struct CommonArgs {
   std::string run_path;
   std::string plan_path;
   std::string profile_path;
-  std::vector<std::string> stragglers;  // "ID=RATE"
+  std::vector<std::string> stragglers;  // "ID=SLOWDOWN"
+  std::string report_path;              // simulate: --report
 };
 
 Result<std::unique_ptr<Offline>> Load(const CommonArgs& args) {
@@ -39,35 +44,40 @@ Result<spec::Plan> LoadValidPlan(const Offline& o, const std::string& path) {
   return plan;
 }
 
+// "fast 28.1 MiB/1.00 GiB, slow ...": the peak memory of each device type the plan uses, of its
+// capacity.
 std::string MemoryPerType(const Offline& o, const perf::Prediction& p) {
   std::string out;
   for (size_t t = 0; t < o.run.cluster.device_types.size(); ++t) {
     if (p.peak_memory_per_type[t] <= 0) continue;
-    out += fmt::format("{}{} {:.1f}/{:.0f}", out.empty() ? "" : ", ", o.run.cluster.device_types[t].name,
-                       p.peak_memory_per_type[t] / kGiB, o.run.cluster.device_types[t].memory_bytes / kGiB);
+    out += fmt::format("{}{} {}/{}", out.empty() ? "" : ", ", o.run.cluster.device_types[t].name,
+                       FormatBytes(p.peak_memory_per_type[t]),
+                       FormatBytes(o.run.cluster.device_types[t].memory_bytes));
   }
-  return out + " GiB";
+  return out;
 }
 
 void PrintPrediction(const Offline& o, const spec::Plan& plan, const perf::Prediction& p) {
   fmt::print("{:>8} {:>5} {:>10} {:>6} {:>4} {:>12} {:>10} {:>10} {:>9} {:>9} {:>10}\n", "pipeline",
-             "stage", "type", "tp", "mb", "blocks", "fwd s", "bwd s", "dp s", "opt s", "mem GiB");
+             "stage", "type", "tp", "mb", "blocks", "fwd s", "bwd s", "dp s", "opt s", "memory");
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& st = pipe.stages[i];
       const perf::StagePrediction& sp = p.stages[k][i];
-      fmt::print("{:>8} {:>5} {:>10} {:>6} {:>4} {:>12} {:>10.4f} {:>10.4f} {:>9.4f} {:>9.4f} {:>10.2f}\n", k,
-                 i, o.run.cluster.device_types[static_cast<size_t>(sp.device_type)].name, st.tp_degree,
-                 pipe.micro_batches, fmt::format("[{},{})", st.first_block, st.end_block()),
-                 sp.cost.forward_s, sp.cost.backward_s, sp.dp_sync_s, sp.optimizer_s,
-                 sp.memory.total() / kGiB);
+      fmt::print(
+          "{:>8} {:>5} {:>10} {:>6} {:>4} {:>12} {:>10.4f} {:>10.4f} {:>9.4f} {:>9.4f} {:>10}\n", k,
+          i, o.run.cluster.device_types[static_cast<size_t>(sp.device_type)].name, st.tp_degree,
+          pipe.micro_batches, fmt::format("[{},{})", st.first_block, st.end_block()),
+          sp.cost.forward_s, sp.cost.backward_s, sp.dp_sync_s, sp.optimizer_s,
+          FormatBytes(sp.memory.total()));
     }
   }
   fmt::print("iteration {:.6g} s (pipelines {:.6g} s, exposed DP {:.6g} s, optimizer {:.6g} s), "
              "{:.1f} tokens/s, MFU {:.1f}%, memory {}{}\n",
              p.iteration_s, p.pipeline_s, p.exposed_dp_s, p.optimizer_s, p.tokens_per_s,
              100 * p.mfu, MemoryPerType(o, p), p.fits_memory ? "" : "\nDOES NOT FIT: " + p.memory_violation);
+  fmt::print("devices: {}\n", plan::DescribeLeftOut(plan, o.run.cluster));
 }
 
 int RunPredict(const CommonArgs& args) {
@@ -88,6 +98,7 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
   sim::SimOptions so;
   so.record_trace = !trace_path.empty();
   so.rates = (*o)->rates;
+  so.record_trace = so.record_trace || !args.report_path.empty();
   auto r = simulator.Run(*plan, so);
   if (!r.ok()) return Fail("simulate", r.status());
   const perf::Prediction pred = (*o)->predictor->Predict(*plan, (*o)->rates);
@@ -102,9 +113,11 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
   fmt::print("simulated iteration {:.4f} s ({} events), closed form {:.4f} s ({:+.2f}%)\n",
              r->iteration_s, r->events, pred.iteration_s,
              100 * (pred.iteration_s / r->iteration_s - 1));
-  fmt::print("{:.1f} tokens/s; {} devices busy {:.1f}% of the step on average\n",
-             static_cast<double>((*o)->run.train.global_batch * (*o)->run.train.seq_len) / r->iteration_s,
-             used, used > 0 ? 100 * busy / used / r->iteration_s : 0.0);
+  fmt::print(
+      "{:.1f} tokens/s; {} devices busy {:.1f}% of the step on average; {}\n",
+      static_cast<double>((*o)->run.train.global_batch * (*o)->run.train.seq_len) / r->iteration_s,
+      used, used > 0 ? 100 * busy / used / r->iteration_s : 0.0,
+      plan::DescribeLeftOut(*plan, (*o)->run.cluster));
   for (size_t d = 0; d < r->device_busy_s.size() && d < 64; ++d) {
     if (r->device_busy_s[d] > 0) {
       fmt::print("  device {:>4}: busy {:.4f} s, idle {:.4f} s\n", d, r->device_busy_s[d], r->device_idle_s[d]);
@@ -114,6 +127,17 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
     const Status s = WriteFileAtomic(trace_path, sim::ChromeTraceJson(*plan, *r));
     if (!s.ok()) return Fail("simulate", s);
     fmt::print("trace: {} (open in https://ui.perfetto.dev)\n", trace_path);
+  }
+  if (!args.report_path.empty()) {
+    report::PlanView v;
+    v.title = args.plan_path;
+    v.plan = &*plan;
+    v.prediction = pred;
+    v.simulation = &*r;
+    const Status s =
+        WriteFileAtomic(args.report_path, report::SimulationReportHtml(*(*o)->predictor, v));
+    if (!s.ok()) return Fail("simulate", s);
+    fmt::print("report: {}\n", args.report_path);
   }
   return 0;
 }
@@ -126,13 +150,20 @@ struct PlanArgs {
   int top = 5;
   bool no_baselines = false;
   bool quiet = false;
+  std::string baseline;  // --baseline: write this baseline instead of the chosen plan
 };
 
 int RunPlan(const PlanArgs& args) {
+  std::optional<plan::BaselineKind> baseline;
+  if (!args.baseline.empty()) {
+    Result<plan::BaselineKind> kind = plan::ParseBaselineKind(args.baseline);
+    if (!kind.ok()) return Fail("plan", kind.status().WithContext("--baseline"));
+    baseline = *kind;
+  }
   auto o = Load(args.common);
   if (!o.ok()) return Fail("plan", o.status());
   const Offline& off = **o;
-  auto report = PlanOffline(off, !args.no_baselines, args.top, args.quiet);
+  auto report = PlanOffline(off, !args.no_baselines || baseline.has_value(), args.top, args.quiet);
   if (!report.ok()) return Fail("plan", report.status());
   const int64_t tokens = report->tokens_per_step;
   fmt::print("{:>4} {:>12} {:>10} {:>10} {:>6}  {}\n", "rank", "tokens/s", "pred s", "sim s", "MFU",
@@ -143,26 +174,42 @@ int RunPlan(const PlanArgs& args) {
                c.prediction.iteration_s, c.simulated_s > 0 ? fmt::format("{:.4f}", c.simulated_s) : "-",
                100 * c.prediction.mfu, MemoryPerType(off, c.prediction), c.description);
   }
-  fmt::print("chosen: {}\n{}", report->best.description, plan::SummarizeReport(*report));
-  spec::Plan best = report->best.plan;
-  const Status saved = spec::SavePlan(best, args.out_path);
+  fmt::print("{}", plan::SummarizeReport(*report));
+  plan::Candidate written = report->best;
+  if (baseline.has_value()) {
+    Result<plan::Candidate> b = plan::FindBaseline(*report, *baseline);
+    if (!b.ok()) return Fail("plan", b.status());
+    written = *b;
+  }
+  fmt::print("devices{}: {}\n", baseline.has_value() ? " of the baseline" : "",
+             plan::DescribeLeftOut(written.plan, off.run.cluster));
+  fmt::print("names: {}", plan::LayoutLegend("       ").substr(7));
+  const Status saved = spec::SavePlan(written.plan, args.out_path);
   if (!saved.ok()) return Fail("plan", saved);
-  fmt::print("plan written to {}\n", args.out_path);
+  if (baseline.has_value()) {
+    fmt::print("baseline {} ({}) written to {}\n", args.baseline, written.description,
+               args.out_path);
+  } else {
+    fmt::print("plan written to {}\n", args.out_path);
+  }
   if (!args.report_path.empty() || !args.trace_path.empty()) {
     const sim::Simulator simulator(*off.predictor);
     sim::SimOptions so;
     so.record_trace = true;
     so.rates = off.rates;
     so.dedupe_identical_pipelines = off.run.cluster.num_devices() > 512;
-    auto r = simulator.Run(best, so);
+    auto r = simulator.Run(written.plan, so);
     if (!r.ok()) return Fail("plan", r.status());
     if (!args.report_path.empty()) {
-      const Status s = WriteFileAtomic(args.report_path, plan::ReportHtml(*off.predictor, *report, *r));
+      plan::PlanReport shown = *report;
+      shown.best = written;  // the report shows the plan that was written
+      const Status s =
+          WriteFileAtomic(args.report_path, report::PlanReportHtml(*off.predictor, shown, *r));
       if (!s.ok()) return Fail("plan", s);
       fmt::print("report written to {}\n", args.report_path);
     }
     if (!args.trace_path.empty()) {
-      const Status s = WriteFileAtomic(args.trace_path, sim::ChromeTraceJson(best, *r));
+      const Status s = WriteFileAtomic(args.trace_path, sim::ChromeTraceJson(written.plan, *r));
       if (!s.ok()) return Fail("plan", s);
       fmt::print("trace written to {}\n", args.trace_path);
     }
@@ -184,9 +231,9 @@ void AddCommon(CLI::App* cmd, CommonArgs* args, bool with_plan) {
                   "with an efficiency curve is used")
       ->type_name("PROFILE.json");
   cmd->add_option("--straggler", args->stragglers,
-                  "Straggler rate of a device, e.g. --straggler 3=2.5 (device 3 runs 2.5x slower); "
-                  "repeatable")
-      ->type_name("ID=RATE");
+                  "Slow down a device by a factor >= 1, e.g. --straggler 3=2.5 (device 3 runs "
+                  "2.5x slower); repeatable")
+      ->type_name("ID=SLOWDOWN");
 }
 
 void Register(CLI::App& app, const std::function<void(int)>& done) {
@@ -197,21 +244,36 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
       "(tokens/s, MFU, memory per device type), the speedup over the uniform, homogeneous and "
       "identical-pipelines baselines and the ratio to each reference, and writes the plan.");
   AddCommon(plan_cmd, &plan_args->common, false);
-  plan_cmd->add_option("-o,--output", plan_args->out_path, "Where to write the chosen plan")
+  plan_cmd
+      ->add_option("-o,--output", plan_args->out_path,
+                   "Where to write the chosen plan (or the --baseline)")
       ->type_name("PLAN.json")
       ->required();
-  plan_cmd->add_option("--report", plan_args->report_path,
-                       "Also write one self-contained HTML page (device map, stage layout, timeline)")
+  plan_cmd
+      ->add_option("--baseline", plan_args->baseline,
+                   "Write this baseline instead of the chosen plan: uniform (Megatron-style "
+                   "split of the whole cluster), homogeneous (the best single device type), "
+                   "identical (identical pipelines only)")
+      ->check(OneOf({"uniform", "homogeneous", "identical"}))
+      ->type_name("uniform|homogeneous|identical");
+  plan_cmd
+      ->add_option("--report", plan_args->report_path,
+                   "Also write one self-contained HTML page (baselines chart, device map, "
+                   "utilisation, stage layout, timeline)")
       ->type_name("report.html");
   plan_cmd->add_option("--trace", plan_args->trace_path,
                        "Also write a Chrome trace (Perfetto) of the chosen plan's simulated step")
       ->type_name("TRACE.json");
-  plan_cmd->add_option("--top", plan_args->top, "Rows of the ranked table")
-      ->default_val(5)
-      ->check(IntRange(1, 1000000));
+  plan_cmd->add_option("--top", plan_args->top, "Rows of the ranked table (default 5)")
+      ->check(IntRange(1, 1000000))
+      ->type_name("N");
   plan_cmd->add_flag("--no-baselines", plan_args->no_baselines,
                      "Skip the baselines and references (faster)");
   plan_cmd->add_flag("--quiet", plan_args->quiet, "No progress lines on stderr");
+  SetExamples(plan_cmd, {"motley plan examples/runs/hetero-4.yaml -o plan.json --report plan.html",
+                         "motley plan examples/runs/hetero-4.yaml --baseline uniform -o "
+                         "uniform.json",
+                         "motley plan examples/runs/emulated-8.yaml -o plan.json --straggler 5=3"});
   plan_cmd->callback([plan_args, done] { done(RunPlan(*plan_args)); });
 
   auto predict_args = std::make_shared<CommonArgs>();
@@ -220,6 +282,10 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
       "Predict a plan's iteration time, tokens/s, MFU and memory per device with the closed-form "
       "model (per stage: forward, backward, DP sync, optimizer step, memory).");
   AddCommon(predict_cmd, predict_args.get(), true);
+  SetExamples(predict_cmd, {"motley predict examples/runs/hetero-4.yaml "
+                            "examples/plans/hetero-4-balanced.json",
+                            "motley predict examples/runs/small.yaml plan.json --profile "
+                            "profile.json"});
   predict_cmd->callback([predict_args, done] { done(RunPredict(*predict_args)); });
 
   auto sim_args = std::make_shared<CommonArgs>();
@@ -232,6 +298,15 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
   AddCommon(sim_cmd, sim_args.get(), true);
   sim_cmd->add_option("--trace", *trace, "Write a Chrome trace (Perfetto) of the step")
       ->type_name("TRACE.json");
+  sim_cmd
+      ->add_option("--report", sim_args->report_path,
+                   "Also write one self-contained HTML page (device map, utilisation, stage "
+                   "layout, timeline)")
+      ->type_name("report.html");
+  SetExamples(sim_cmd, {"motley simulate examples/runs/hetero-4.yaml "
+                        "examples/plans/hetero-4-balanced.json --report sim.html",
+                        "motley simulate examples/runs/emulated-8.yaml plan.json --straggler 5=3 "
+                        "--trace trace.json"});
   sim_cmd->callback([sim_args, trace, done] { done(RunSimulate(*sim_args, *trace)); });
 }
 

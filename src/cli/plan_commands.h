@@ -9,9 +9,11 @@
 namespace motley::cli {
 
 // motley plan RUN.yaml -o PLAN.json [--report report.html] [--profile P.json] [--top N]
-//                      [--trace T.json] [--no-baselines] [--straggler ID=RATE ...] [--quiet]
-// motley predict RUN.yaml PLAN.json [--profile P.json] [--straggler ID=RATE ...]
-// motley simulate RUN.yaml PLAN.json [--trace T.json] [--profile P.json] [--straggler ID=RATE ...]
+//                      [--trace T.json] [--no-baselines] [--baseline KIND] [--straggler ID=SLOWDOWN
+//                      ...] [--quiet]
+// motley predict RUN.yaml PLAN.json [--profile P.json] [--straggler ID=SLOWDOWN ...]
+// motley simulate RUN.yaml PLAN.json [--trace T.json] [--report R.html] [--profile P.json]
+// [--straggler ID=SLOWDOWN ...]
 void RegisterPlanCommands(CLI::App& app, int& exit_code);
 // Same, for a main without an exit-code variable: a failing command throws CLI::RuntimeError(1)
 // after printing its error, which CLI::App::exit turns into exit code 1.

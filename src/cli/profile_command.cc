@@ -15,6 +15,7 @@
 
 #include <fmt/core.h>
 
+#include "cli/cli_help.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/validators.h"
@@ -141,22 +142,30 @@ void AddProfileCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--micro-batches", args->micro_batches,
                   "Micro-batch sizes to measure, comma-separated (default 1,2,4)")
       ->delimiter(',')
-      ->check(IntRange(1, spec::kMaxTokensPerStep));
+      ->check(IntRange(1, spec::kMaxTokensPerStep))
+      ->type_name("B,...");
   cmd->add_option("--tp", args->tp,
                   "TP degree: time one rank's shard, no communication (default 1)")
-      ->check(IntRange(1, spec::kMaxHeads));
+      ->check(IntRange(1, spec::kMaxHeads))
+      ->type_name("T");
   cmd->add_option("--device-type", args->device_type,
-                  "Device type name the times are filed under (default: the cluster's first)");
+                  "Device type name the times are filed under (default: the cluster's first)")
+      ->type_name("NAME");
   cmd->add_option("--threads", args->threads, "CPU threads (default: train.threads)")
-      ->check(IntRange(1, spec::kMaxThreads));
+      ->check(IntRange(1, spec::kMaxThreads))
+      ->type_name("N");
   cmd->add_option("--repeats", args->repeats,
                   "Timed passes per point; the median is kept (default 7)")
-      ->check(IntRange(1, 1000000));
+      ->check(IntRange(1, 1000000))
+      ->type_name("N");
   cmd->add_option("--companions", args->companions,
                   "Threads that run the same work untimed beside the timed one, as the other "
                   "ranks of a plan load the machine (default 0; 1 for plans on both cores of a "
                   "2-core machine)")
-      ->check(IntRange(0, spec::kMaxThreads));
+      ->check(IntRange(0, spec::kMaxThreads))
+      ->type_name("N");
+  SetExamples(cmd, {"motley profile examples/runs/small.yaml -o profile.json && motley predict "
+                    "examples/runs/small.yaml plan.json --profile profile.json"});
   cmd->callback([args, &exit_code] {
     const Status s = RunProfileOrError(*args);
     exit_code = s.ok() ? 0 : Fail("profile", s);

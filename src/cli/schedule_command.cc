@@ -2,12 +2,12 @@
 // the runtime and the simulator both interpret them, after checking them for completeness and
 // deadlock freedom.
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <string>
 
 #include <fmt/core.h>
 
+#include "cli/cli_help.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/validators.h"
@@ -19,7 +19,7 @@ namespace {
 struct ScheduleArgs {
   int stages = 1;
   int64_t micro_batches = 1;
-  spec::PipelineSchedule kind = spec::PipelineSchedule::k1F1B;
+  std::string kind = "1f1b";
   bool step_actions = false;
 };
 
@@ -36,13 +36,15 @@ int RunSchedule(const ScheduleArgs& args) {
   }
   sched::ScheduleOptions options;
   options.with_step_actions = args.step_actions;
-  auto schedule = sched::BuildSchedule(args.kind, args.stages, args.micro_batches, options);
+  const spec::PipelineSchedule kind =
+      args.kind == "gpipe" ? spec::PipelineSchedule::kGPipe : spec::PipelineSchedule::k1F1B;
+  auto schedule = sched::BuildSchedule(kind, args.stages, args.micro_batches, options);
   Status status = schedule.ok() ? sched::CheckSchedule(*schedule) : schedule.status();
   if (!status.ok()) {
     return Fail("schedule", status);
   }
-  fmt::print("{} schedule, {} stage(s), {} micro-batch(es)\n",
-             spec::PipelineScheduleName(args.kind), args.stages, args.micro_batches);
+  fmt::print("{} schedule, {} stage(s), {} micro-batch(es)\n", spec::PipelineScheduleName(kind),
+             args.stages, args.micro_batches);
   fmt::print("{}", sched::ScheduleToString(*schedule));
   std::string in_flight;
   for (int i = 0; i < args.stages; ++i) {
@@ -62,16 +64,19 @@ void AddScheduleCommand(CLI::App& app, int& exit_code) {
       "send/receive activation, SB/RB send/receive gradient).");
   cmd->add_option("--stages,-p", args->stages, "Pipeline stages P")
       ->required()
-      ->check(IntRange(1, kMaxScheduleActions));
+      ->check(IntRange(1, kMaxScheduleActions))
+      ->type_name("P");
   cmd->add_option("--micro-batches,-m", args->micro_batches, "Micro-batches per step M")
       ->required()
-      ->check(IntRange(1, kMaxScheduleActions));
-  const std::map<std::string, spec::PipelineSchedule> kinds = {
-      {"1f1b", spec::PipelineSchedule::k1F1B}, {"gpipe", spec::PipelineSchedule::kGPipe}};
+      ->check(IntRange(1, kMaxScheduleActions))
+      ->type_name("M");
   cmd->add_option("--kind", args->kind, "Schedule kind: 1f1b (default) or gpipe")
-      ->transform(CLI::CheckedTransformer(kinds, CLI::ignore_case));
+      ->check(OneOf({"1f1b", "gpipe"}))
+      ->type_name("1f1b|gpipe");
   cmd->add_flag("--step-actions", args->step_actions,
                 "Append the data-parallel sync and optimizer step to every stage");
+  SetExamples(cmd, {"motley schedule --stages 4 --micro-batches 8",
+                    "motley schedule -p 2 -m 3 --kind gpipe --step-actions"});
   cmd->callback([args, &exit_code] { exit_code = RunSchedule(*args); });
 }
 

@@ -4,7 +4,12 @@
 // started by a launcher (Open MPI's OMPI_COMM_WORLD_RANK or Slurm's SLURM_PROCID is set), one
 // rank per process over the mpi communicator, world rank r driving the plan's r-th device.
 // On an emulated cluster `--clock virtual|wall` picks the clock, and `--compare PLAN2.json`
-// trains the same job under a second plan and prints both throughputs side by side.
+// trains the same job under a second plan and prints both throughputs side by side; every run
+// writes its metrics (the first to the metrics path, the next beside it as STEM.LABEL.jsonl). A plan
+// value may also name a baseline (uniform, homogeneous, identical): the plan `motley plan
+// --baseline NAME` writes for the run's cluster. `--report FILE` writes one HTML page of the
+// plans (prediction, simulation) and the runs' metrics (src/report); each parallel metrics line
+// carries the plan's predicted step time (`predicted_step_time_s`).
 // Checkpoints go to train.checkpoint.dir (or --checkpoint-dir); `--resume` continues from the
 // latest complete one there, whatever plan wrote it (src/train/trainer_checkpoint.h).
 // `--auto-plan` plans the run's cluster first, as `motley plan` does (cli/offline.h), and trains
@@ -22,12 +27,25 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_help.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/offline.h"
 #include "cli/validators.h"
 #include "comm/communicator.h"
+#include "core/file_util.h"
+#include "plan/plan_names.h"
+#include "report/html.h"
+#include "report/metrics_file.h"
+#include "report/plan_report.h"
+#include "report/run_report.h"
+#include "sim/simulator.h"
 #if defined(MOTLEY_HAVE_MPI)
 #include "comm/mpi_world.h"
 #endif
@@ -37,6 +55,7 @@
 #include "spec/run_file.h"
 #include "straggler/scenario.h"
 #include "train/parallel_trainer.h"
+#include "train/plan_switch.h"
 #include "train/trainer.h"
 
 namespace motley::cli {
@@ -61,28 +80,84 @@ struct TrainArgs {
   std::string inject_path;
   bool cuda_bf16 = false;
   bool auto_plan = false;
+  std::string report_path;
+  int64_t log_interval = 0;
 };
 
 constexpr const char* kAutoPlanLabel = "auto-plan";
 
-// `--auto-plan`: the plan `motley plan RUN.yaml` chooses for the run's cluster, named
-// "auto-plan". Under a launcher every process plans (the planner is deterministic, so all get
-// the same plan) and only rank 0 prints.
-Result<spec::Plan> AutoPlan(const spec::RunFile& run, bool print) {
-  MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<Offline> offline, LoadOffline(run, "", {}));
-  MOTLEY_ASSIGN_OR_RETURN(plan::PlanReport report,
-                          PlanOffline(*offline, /*baselines=*/false, /*rank_top=*/1,
-                                      /*quiet=*/true));
-  spec::Plan plan = report.best.plan;
-  plan.source = kAutoPlanLabel;
+// The planner's report for the run's cluster, computed once (with baselines) and shared by every
+// plan value that needs it.
+class Planned {
+ public:
+  // baselines: whether a baseline is asked for (they cost planning time).
+  Planned(const spec::RunFile& run, bool baselines) : run_(run), baselines_(baselines) {}
+  Result<const plan::PlanReport*> Get() {
+    if (report_.has_value()) return &*report_;
+    MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<Offline> offline, LoadOffline(run_, "", {}));
+    MOTLEY_ASSIGN_OR_RETURN(plan::PlanReport report,
+                            PlanOffline(*offline, baselines_, /*rank_top=*/1, /*quiet=*/true));
+    report_ = std::move(report);
+    return &*report_;
+  }
+
+ private:
+  const spec::RunFile& run_;
+  bool baselines_;
+  std::optional<plan::PlanReport> report_;
+};
+
+// A --plan / --compare value: kAutoPlanLabel (--auto-plan: the plan `motley plan RUN.yaml`
+// chooses), a baseline name (the plan `motley plan --baseline NAME` writes), or a plan file. Under
+// a launcher every process plans (the planner is deterministic, so all get the same plan) and
+// only rank 0 prints.
+Result<spec::Plan> ResolvePlan(const spec::RunFile& run, const std::string& value, Planned& planned,
+                               bool print) {
+  const bool automatic = value == kAutoPlanLabel;
+  if (!automatic && !plan::IsBaselineName(value)) return spec::LoadPlan(value);
+  MOTLEY_ASSIGN_OR_RETURN(const plan::PlanReport* report, planned.Get());
+  plan::Candidate chosen = report->best;
+  if (!automatic) {
+    MOTLEY_ASSIGN_OR_RETURN(plan::BaselineKind kind, plan::ParseBaselineKind(value));
+    MOTLEY_ASSIGN_OR_RETURN(chosen, plan::FindBaseline(*report, kind));
+  }
+  spec::Plan plan = chosen.plan;
+  plan.source = value;
   if (print) {
-    fmt::print("motley train: auto-plan for cluster '{}' ({} devices): {}; predicted {:.1f} "
-               "tokens/s\n",
-               run.cluster.name, run.cluster.num_devices(), report.best.description,
-               report.best.TokensPerSecond(report.tokens_per_step));
+    fmt::print("motley train: {} for cluster '{}' ({} devices): {}; predicted {:.1f} tokens/s\n",
+               automatic ? "auto-plan" : "baseline " + value, run.cluster.name,
+               run.cluster.num_devices(), chosen.description,
+               chosen.TokensPerSecond(report->tokens_per_step));
     std::fflush(stdout);
   }
   return plan;
+}
+
+// A short name for a plan value in file names and report legends: the baseline name or the plan
+// file's stem.
+std::string PlanLabel(const std::string& value) {
+  if (value == kAutoPlanLabel || plan::IsBaselineName(value)) return value;
+  return std::filesystem::path(value).stem().string();
+}
+
+// Where run i of a comparison writes its metrics: the first to `first`, run i > 0 beside it, as
+// STEM.LABEL.jsonl (an index is added when two runs share a label).
+std::string MetricsPathOf(const std::string& first, const std::vector<std::string>& labels,
+                          size_t i) {
+  if (i == 0 || first.empty()) return first;
+  const std::filesystem::path p(first);
+  std::string label = labels[i];
+  for (size_t j = 0; j < i; ++j) {
+    if (labels[j] == labels[i]) label += fmt::format("-{}", i);
+  }
+  const std::string ext = p.has_extension() ? p.extension().string() : ".jsonl";
+  return (p.parent_path() / (p.stem().string() + "." + label + ext)).string();
+}
+
+// The metrics path a run writes when --report asks for one and none was set: REPORT-STEM.jsonl.
+std::string DefaultMetricsPath(const std::string& report_path) {
+  std::filesystem::path p(report_path);
+  return (p.parent_path() / (p.stem().string() + ".jsonl")).string();
 }
 
 // The --resume source: train.checkpoint.dir (after --checkpoint-dir), or an error; and the checks
@@ -146,6 +221,40 @@ Result<train::ParallelTrainSummary> TrainUnderLauncher(const spec::RunFile& run,
 #endif
 }
 
+// The HTML page of `motley train --report`: each plan (prediction and simulation) and every run's
+// metrics, read back from the files the runs wrote.
+Status WriteTrainReport(const std::string& path, const std::string& source,
+                        const spec::RunFile& run, const std::vector<spec::Plan>& plans,
+                        const std::vector<std::string>& labels,
+                        const std::vector<std::string>& metrics_paths) {
+  std::string body;
+  std::vector<report::RunMetrics> runs;
+  for (size_t i = 0; i < metrics_paths.size(); ++i) {
+    MOTLEY_ASSIGN_OR_RETURN(report::RunMetrics m,
+                            report::ReadMetricsFile(metrics_paths[i], labels[i]));
+    runs.push_back(std::move(m));
+  }
+  body += report::RunSections(runs);
+  if (!plans.empty()) {
+    MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<Offline> offline, LoadOffline(run, "", {}));
+    const sim::Simulator simulator(*offline->predictor);
+    sim::SimOptions so;
+    so.record_trace = true;
+    so.dedupe_identical_pipelines = run.cluster.num_devices() > 512;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      MOTLEY_ASSIGN_OR_RETURN(sim::SimResult r, simulator.Run(plans[i], so));
+      report::PlanView v;
+      v.title = labels[i];
+      v.plan = &plans[i];
+      v.prediction = offline->predictor->Predict(plans[i]);
+      v.simulation = &r;
+      v.id_prefix = plans.size() > 1 ? fmt::format("plan{}-", i) : "";
+      body += report::PlanSections(*offline->predictor, v);
+    }
+  }
+  return WriteFileAtomic(path, report::Page("motley train: " + source, body));
+}
+
 // `motley train RUN.yaml --plan PLAN.json [--compare PLAN2.json]`: each plan is checked before
 // any rank starts.
 int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::RunFile& run,
@@ -160,23 +269,27 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
     return Fail("train", clock.status());
   }
   const int launcher_rank = LauncherRank();
-  std::vector<std::string> paths = {args.plan_path};
-  if (!args.compare_path.empty()) paths.push_back(args.compare_path);
+  std::vector<std::string> values = {args.auto_plan ? kAutoPlanLabel : args.plan_path};
+  if (!args.compare_path.empty()) values.push_back(args.compare_path);
+  bool baselines = false;
+  for (const std::string& v : values) baselines = baselines || plan::IsBaselineName(v);
+  Planned planned(run, baselines);
   std::vector<spec::Plan> plans;
-  for (const std::string& path : paths) {
-    Result<spec::Plan> plan = args.auto_plan && path.empty()
-                                  ? AutoPlan(run, /*print=*/launcher_rank <= 0)
-                                  : spec::LoadPlan(path);
+  std::vector<std::string> labels;
+  for (const std::string& value : values) {
+    Result<spec::Plan> plan = ResolvePlan(run, value, planned, /*print=*/launcher_rank <= 0);
     if (!plan.ok()) {
-      return Fail("train", plan.status());
+      return Fail("train", plan.status().WithContext(value == args.compare_path && plans.size() == 1
+                                                         ? "--compare"
+                                                         : "--plan"));
     }
     const Status checked = train::CheckPlanForRun(run, *plan);
     if (!checked.ok()) {
       return Fail("train", checked.WithContext(source));
     }
     plans.push_back(std::move(*plan));
+    labels.push_back(PlanLabel(value));
   }
-  if (args.auto_plan) paths.front() = kAutoPlanLabel;
   if (launcher_rank >= 0 && plans.size() > 1) {
     return Fail("train",
                 Err(StatusCode::kInvalidArgument, "--compare is not supported under a launcher"));
@@ -193,11 +306,18 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   options.trace_steps = args.trace_steps;
   options.clock = *clock;
   options.cuda_bf16 = args.cuda_bf16;
-  if (launcher_rank > 0) options.out = nullptr;
+  options.log_every = args.log_interval;
+  if (launcher_rank > 0) options.out = nullptr;  // only rank 0 prints progress
+  // Open MPI gives every rank a pty for its output even when mpiexec's own output is a file, so
+  // a launched rank cannot tell a terminal from a log: plain lines.
+  if (launcher_rank >= 0) options.interactive = false;
   if (!args.inject_path.empty()) {
     Result<straggler::Scenario> scenario = straggler::LoadScenario(args.inject_path, run.cluster);
     if (!scenario.ok()) {
       return Fail("train", scenario.status().WithContext("--inject"));
+    }
+    if (launcher_rank <= 0) {
+      for (const std::string& w : scenario->warnings) fmt::print(stderr, "motley train: {}\n", w);
     }
     elastic::InjectScenario(*scenario, run.cluster, &options);
   }
@@ -211,19 +331,40 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
     replanning = std::make_unique<elastic::ElasticLoop>(run, plans.front(), options.out);
     replanning->Attach(&options);
   }
+  // Each line of the metrics carries the step time the predictor gives the plan it ran under
+  // (lines after a plan switch carry none).
+  std::unique_ptr<Offline> offline;
+  {
+    Result<std::unique_ptr<Offline>> o = LoadOffline(run, "", {});
+    if (!o.ok()) return Fail("train", o.status());
+    offline = std::move(*o);
+  }
+  const std::function<void(int64_t, nlohmann::ordered_json&)> elastic_annotate =
+      options.annotate_metrics;
+  std::string metrics_first = run.train.metrics_path;
+  if (metrics_first.empty() && !args.report_path.empty()) {
+    metrics_first = DefaultMetricsPath(args.report_path);
+  }
   std::vector<train::ParallelTrainSummary> summaries;
+  std::vector<std::string> metrics_paths;
   for (size_t i = 0; i < plans.size(); ++i) {
-    if (options.out != nullptr) {
-      fmt::print("motley train: {} with plan {}\n", source, paths[i]);
-      std::fflush(stdout);
-    }
     spec::RunFile this_run = run;
-    if (i > 0) {  // the comparison run writes no trace, no checkpoints, and no metrics over the
-                  // first run's
+    if (i > 0) {  // the comparison runs write no trace and no checkpoints
       options.trace_path.clear();
-      options.metrics_path = run.train.metrics_path.empty() ? "" : run.train.metrics_path + ".compare";
       this_run.train.checkpoint.dir.clear();
     }
+    options.metrics_path = MetricsPathOf(metrics_first, labels, i);
+    this_run.train.metrics_path = options.metrics_path;
+    if (plans[i].source.empty()) plans[i].source = values[i];
+    const std::string plan_name = train::PlanName(plans[i]);
+    const double predicted_s = offline->predictor->Predict(plans[i]).iteration_s;
+    options.annotate_metrics = [elastic_annotate, plan_name, predicted_s](
+                                   int64_t step, nlohmann::ordered_json& line) {
+      if (line.value("plan", std::string()) == plan_name) {
+        line["predicted_step_time_s"] = predicted_s;
+      }
+      if (elastic_annotate) elastic_annotate(step, line);
+    };
     auto summary = launcher_rank >= 0
                        ? TrainUnderLauncher(this_run, plans[i], options, launcher_rank)
                        : train::TrainParallel(this_run, plans[i], options);
@@ -231,14 +372,28 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
       return Fail("train", summary.status().WithContext(source));
     }
     summaries.push_back(std::move(*summary));
+    if (!options.metrics_path.empty()) metrics_paths.push_back(options.metrics_path);
   }
   if (options.out == nullptr) return 0;
   if (summaries.size() > 1) {
-    fmt::print("\nthe same job under both plans (tokens/s on each run's clock):\n{}",
-               train::FormatPlanComparison(paths, summaries));
+    fmt::print("the same job under both plans (tokens/s on each run's clock):\n{}",
+               train::FormatPlanComparison(values, summaries));
+    const train::ParallelTrainSummary& a = summaries.front();
+    const train::ParallelTrainSummary& b = summaries.back();
+    if (b.tokens_per_s > 0) {
+      fmt::print("measured speed-up of {} over {}: {:.2f}x ({} clock)\n", values.front(),
+                 values.back(), a.tokens_per_s / b.tokens_per_s, a.clock);
+    }
   }
-  if (!run.train.metrics_path.empty()) fmt::print("metrics: {}\n", run.train.metrics_path);
+  if (!metrics_paths.empty()) {
+    fmt::print("metrics: {}\n", fmt::format("{}", fmt::join(metrics_paths, ", ")));
+  }
   if (!args.trace_path.empty()) fmt::print("trace: {}\n", args.trace_path);
+  if (!args.report_path.empty()) {
+    const Status s = WriteTrainReport(args.report_path, source, run, plans, labels, metrics_paths);
+    if (!s.ok()) return Fail("train", s.WithContext("--report"));
+    fmt::print("report: {}\n", args.report_path);
+  }
   return 0;
 }
 
@@ -278,6 +433,7 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   std::fflush(stdout);
   train::TrainerOptions options;
   options.micro_batches = args.micro_batches;
+  options.log_every = args.log_interval;
   Result<std::string> resume = ResumeSource(args, train);
   if (!resume.ok()) {
     return Fail("train", resume.status());
@@ -285,6 +441,9 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   options.resume = *resume;
   options.init_from = args.init_from;
   options.overwrite = args.overwrite;
+  if (train.metrics_path.empty() && !args.report_path.empty()) {
+    train.metrics_path = DefaultMetricsPath(args.report_path);
+  }
   auto summary = train::Train(run->model, train, options);
   if (!summary.ok()) {
     return Fail("train", summary.status().WithContext(source));
@@ -292,6 +451,12 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   if (!train.metrics_path.empty()) fmt::print("metrics: {}\n", train.metrics_path);
   if (!summary->last_checkpoint.empty()) fmt::print("checkpoint: {}\n", summary->last_checkpoint);
   if (summary->stopped) fmt::print("stopped on {} after saving\n", summary->stop_signal);
+  if (!args.report_path.empty()) {
+    const Status s =
+        WriteTrainReport(args.report_path, source, *run, {}, {"serial"}, {train.metrics_path});
+    if (!s.ok()) return Fail("train", s.WithContext("--report"));
+    fmt::print("report: {}\n", args.report_path);
+  }
   return 0;
 }
 
@@ -307,18 +472,34 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("run", args->run_path, "Run file (YAML, docs/formats/run-file.md)")
       ->type_name("RUN.yaml");
   cmd->add_option("--steps", args->steps, "Override train.steps")
-      ->check(IntRange(1, spec::kMaxSteps));
+      ->check(IntRange(1, spec::kMaxSteps))
+      ->type_name("N");
   cmd->add_option("--metrics", args->metrics_path,
-                  "Write per-step metrics as JSONL to FILE (docs/formats/metrics.md)");
+                  "Write per-step metrics as JSONL to FILE (docs/formats/metrics.md); with "
+                  "--compare, each further run writes STEM.LABEL.jsonl beside it (m.jsonl: m.uniform.jsonl)")
+      ->type_name("FILE");
   cmd->add_option("--threads", args->threads, "Override train.threads (CPU threads)")
-      ->check(IntRange(1, spec::kMaxThreads));
+      ->check(IntRange(1, spec::kMaxThreads))
+      ->type_name("N");
   cmd->add_option("--micro-batches", args->micro_batches,
                   "Split each global batch into M equal micro-batches (same math, less memory)")
-      ->check(IntRange(1, spec::kMaxTokensPerStep));
+      ->check(IntRange(1, spec::kMaxTokensPerStep))
+      ->type_name("M");
+  cmd->add_option("--log-interval", args->log_interval,
+                  "When the output is not a terminal: a progress line every N steps (default: "
+                  "steps / 20); on a terminal one bar is redrawn every step")
+      ->check(Positive())
+      ->type_name("N");
+  cmd->add_option("--report", args->report_path,
+                  "Also write one self-contained HTML page: the plans (prediction, simulated "
+                  "timeline, device map) and every run's loss, throughput and step time (metrics "
+                  "go to REPORT-STEM.jsonl unless --metrics is given)")
+      ->type_name("report.html");
   cmd->add_option("--plan", args->plan_path,
-                  "Run this parallel plan (docs/formats/plan.md): every rank a thread, or one "
-                  "rank per process under mpiexec / srun")
-      ->type_name("PLAN.json");
+                  "Run this parallel plan (docs/formats/plan.md), or a baseline by name "
+                  "(uniform, homogeneous, identical: as `motley plan --baseline` writes it): "
+                  "every rank a thread, or one rank per process under mpiexec / srun")
+      ->type_name("PLAN.json|BASELINE");
   cmd->add_flag("--auto-plan", args->auto_plan,
                 "Plan the run's cluster first, as `motley plan RUN.yaml` does, and train under "
                 "that plan (ranks as threads, or one per process under a launcher); with "
@@ -335,12 +516,13 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--clock", args->clock,
                   "With --plan on an emulated cluster: 'virtual' (default: exact emulated time, "
                   "nothing sleeps) or 'wall' (each rank paced to its emulated time)")
-      ->check(CLI::IsMember({"auto", "virtual", "wall"}))
+      ->check(OneOf({"auto", "virtual", "wall"}))
       ->type_name("virtual|wall");
   cmd->add_option("--compare", args->compare_path,
-                  "With --plan: then train the same job under this plan too (e.g. the uniform "
-                  "split) and print both throughputs side by side")
-      ->type_name("PLAN2.json");
+                  "With --plan: then train the same job under this plan too, a file or a "
+                  "baseline name (uniform, homogeneous, identical), and print both throughputs "
+                  "side by side")
+      ->type_name("PLAN2.json|BASELINE");
   cmd->add_option("--checkpoint-dir", args->checkpoint_dir,
                   "Override train.checkpoint.dir: save checkpoints there (every "
                   "train.checkpoint.every_steps steps, at the end and on SIGTERM or Ctrl-C; the "
@@ -370,6 +552,14 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   cmd->add_flag("--cuda-bf16", args->cuda_bf16,
                 "With --plan: stages on devices of vendor cuda round matmul operands to bf16 "
                 "(fp32 accumulation and master weights; docs/backend-cuda.md)");
+  SetExamples(
+      cmd,
+      {
+          "motley train examples/runs/tiny.yaml --steps 50 --metrics tiny.jsonl",
+          "motley plan examples/runs/hetero-4.yaml -o plan.json && motley train "
+          "examples/runs/hetero-4.yaml --plan plan.json --compare uniform --report run.html",
+          "mpiexec -n 4 --oversubscribe motley train examples/runs/hetero-4.yaml --plan plan.json",
+      });
   cmd->callback([args, cmd, &exit_code] { exit_code = RunTrain(*args, *cmd); });
 }
 

@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "cli/cli_help.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "spec/plan.h"
@@ -123,6 +124,8 @@ void AddValidateCommand(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--plan", args->plan_path, "Plan file (JSON, docs/formats/plan.md)")
       ->type_name("PLAN.json");
+  SetExamples(cmd, {"motley validate examples/runs/hetero-4.yaml --plan "
+                    "examples/plans/hetero-4-balanced.json"});
   cmd->callback([args, &exit_code] { exit_code = RunValidate(*args); });
 }
 

@@ -1,12 +1,12 @@
 // comm::Communicator: the one API for collectives, point-to-point and barrier over a group of ranks
-// (DESIGN.md §7). Backends: local (ranks are threads, local_world.h), mpi (mpi_world.h, when built
-// with MPI), hierarchical (a mixed-kind group, hierarchical.h). Link emulation and the virtual clock
-// (link_model.h) apply to every backend built on the ring engine (local and mpi).
+// (docs/architecture.md §7). Backends: local (ranks are threads, local_world.h), mpi (mpi_world.h,
+// when built with MPI), hierarchical (a mixed-kind group, hierarchical.h). Link emulation and the
+// virtual clock (link_model.h) apply to every backend built on the ring engine (local and mpi).
 //
 // Contract, for every backend:
 // - Ownership: a Communicator owns nothing the caller passes. Tensors must stay alive and unchanged
-//   (sends) or untouched (receives) until the call returns, or, for ISend/IRecv, until Wait returns.
-//   A Communicator returned by Split is owned by the caller; it may outlive its parent.
+//   (sends) or untouched (receives) until the call returns, or, for ISend/IRecv, until Wait
+//   returns. A Communicator returned by Split is owned by the caller; it may outlive its parent.
 // - Thread safety: one Communicator object is used by one thread (its rank's thread) at a time.
 //   Different Communicator objects (other ranks, or subgroups) may be used concurrently.
 // - Blocking: every call blocks until the operation completed on this rank (collectives are not

@@ -1,12 +1,12 @@
-// The `hierarchical` backend: one group that mixes device kinds (DESIGN.md §7). AllReduce runs the
-// native library inside each homogeneous subgroup (intra), host transport between the subgroup
-// leaders, then the native library again to spread the result. Broadcast is two-level too: the
-// root's subgroup gets the data natively, the leaders pass it on over host transport, and every
-// other subgroup spreads it natively, so only leaders stage through host memory.
-// ReduceScatter and AllGather run over the flat host transport, staging every rank's tensors:
-// a two-level form needs per-subgroup scratch tensors in device memory (each subgroup's share of
-// the output, whose members need not be contiguous in group order), and neither tensor::Tensor
-// (no views at an offset) nor HostStager (no allocator) can provide them.
+// The `hierarchical` backend: one group that mixes device kinds (docs/architecture.md §7).
+// AllReduce runs the native library inside each homogeneous subgroup (intra), host transport
+// between the subgroup leaders, then the native library again to spread the result. Broadcast is
+// two-level too: the root's subgroup gets the data natively, the leaders pass it on over host
+// transport, and every other subgroup spreads it natively, so only leaders stage through host
+// memory. ReduceScatter and AllGather run over the flat host transport, staging every rank's
+// tensors: a two-level form needs per-subgroup scratch tensors in device memory (each subgroup's
+// share of the output, whose members need not be contiguous in group order), and neither
+// tensor::Tensor (no views at an offset) nor HostStager (no allocator) can provide them.
 // Point-to-point traffic between kinds goes over the flat host transport, staging tensors that
 // are not host-addressable through host memory with a HostStager.
 //

@@ -1,6 +1,6 @@
-// Link emulation data (DESIGN.md §6): the latency and bandwidth charged for a transfer between two
-// ranks, and the alpha-beta times of the ring collectives that run over such links. The runtime
-// fills a LinkMatrix from the cluster spec's link classes; tests build one by hand.
+// Link emulation data (docs/architecture.md §6): the latency and bandwidth charged for a transfer
+// between two ranks, and the alpha-beta times of the ring collectives that run over such links. The
+// runtime fills a LinkMatrix from the cluster spec's link classes; tests build one by hand.
 // Straggler hook (issue 6): a per-pair rate schedule (LinkRateChange) slows a link from a given
 // step on; LinkAt(src, dst, step) is the link as charged in that step, and a communicator whose
 // Emulation carries the rank's step counter charges it.

@@ -1,5 +1,5 @@
 // VirtualClock: one rank's emulated time, shared by whoever charges that rank time (the emulated
-// backend for compute, the communicator for transfers). DESIGN.md §6.
+// backend for compute, the communicator for transfers). docs/architecture.md §6.
 //
 // Two modes:
 // - kVirtual: nothing sleeps; now() is the sum of what was charged (exact and repeatable).

@@ -80,7 +80,7 @@ class Stage {
   tensor::Tensor Backward(int64_t mb, const tensor::Tensor& doutput);
 
   // Last stage. Backward of ForwardLoss(mb) for the loss sum(token losses) * loss_scale, where
-  // loss_scale = 1 / tokens in the global batch (DESIGN §4). Returns as Backward.
+  // loss_scale = 1 / tokens in the global batch (docs/architecture.md §4). Returns as Backward.
   tensor::Tensor BackwardLoss(int64_t mb, float loss_scale);
 
   // Releases mb's activations without a backward (evaluation).

@@ -1,6 +1,7 @@
-// TpGroup: the one communication hook the model needs for Megatron tensor parallelism (DESIGN.md
-// §5): a sum all-reduce over the devices of one stage's TP group. model/ must not depend on comm/,
-// so the model sees only this interface; parallel/ implements it over a comm::Communicator.
+// TpGroup: the one communication hook the model needs for Megatron tensor parallelism
+// (docs/architecture.md §5): a sum all-reduce over the devices of one stage's TP group. model/ must
+// not depend on comm/, so the model sees only this interface; parallel/ implements it over a
+// comm::Communicator.
 //
 // Where the block calls it (Megatron-LM's f and g operators, conjugate pairs):
 //   forward:  after the row-parallel o_proj and down_proj matmuls (partial sums of the output);

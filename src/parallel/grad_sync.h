@@ -1,4 +1,5 @@
-// GradientSync: per-layer data-parallel gradient groups across replicas of any shape (DESIGN.md §5).
+// GradientSync: per-layer data-parallel gradient groups across replicas of any shape
+// (docs/architecture.md §5).
 //
 // Layers: the embedding, each transformer block, and the head (final norm + LM head) are layers of
 // their own. The group of a layer is every rank, in any pipeline, whose stage holds it, so

@@ -1,7 +1,7 @@
-// Migration of model and optimizer state between two plans at a step boundary (DESIGN.md §9,
-// issue 6): every tensor a rank holds under the NEW plan (its shard of each parameter's value and
-// AdamW moments m and v) is assembled from pieces sent DIRECTLY by the ranks that held them under
-// the OLD plan, over the world communicator (tagged point-to-point; no gather to one rank, no
+// Migration of model and optimizer state between two plans at a step boundary (docs/architecture.md
+// §9, issue 6): every tensor a rank holds under the NEW plan (its shard of each parameter's value
+// and AdamW moments m and v) is assembled from pieces sent DIRECTLY by the ranks that held them
+// under the OLD plan, over the world communicator (tagged point-to-point; no gather to one rank, no
 // files). Gradients are not moved (every step starts by zeroing them).
 //
 // Contract:

@@ -145,6 +145,27 @@ Result<RankStepResult> ParallelRank::Step(int64_t step, std::span<const int32_t>
   return result;
 }
 
+Result<double> ParallelRank::Evaluate(std::span<const int32_t> inputs,
+                                      std::span<const int32_t> targets) {
+  double mine = 0.0;
+  if (!idle()) {
+    StageTimes times;  // validation is not part of the step's times
+    auto run = executor_->Evaluate(inputs, targets, times);
+    if (!run.ok()) {
+      return run.status().WithContext(fmt::format("validation: pipelines[{}].stages[{}] tp_rank {}",
+                                                  info_.pipeline, info_.stage, info_.tp_rank));
+    }
+    const bool reports_loss =
+        info_.stage + 1 == layout_.pipeline_of(info_.rank).num_stages() && info_.tp_rank == 0;
+    if (reports_loss) mine = *run;
+  }
+  tensor::Tensor sum = tensor::HostTensor(tensor::Shape{1}, tensor::DType::kF64);
+  sum.data<double>()[0] = mine;
+  MOTLEY_RETURN_IF_ERROR(
+      world_.AllReduce(sum, comm::ReduceOp::kSum).WithContext("validation loss"));
+  return sum.data<double>()[0];
+}
+
 Status ParallelRank::GatherOptimizerState() {
   if (grad_sync_ == nullptr) return Status::Ok();
   return grad_sync_->GatherMoments();

@@ -8,11 +8,12 @@
 //                  norm is not finite the update is skipped on every rank (reported); otherwise
 //                  clip by the global norm and take the AdamW step on every holder alike.
 // The loss is sum(token losses) / tokens in the global batch and the data assignment follows the
-// plan (world_layout.h), so every plan gives the serial trajectory (DESIGN.md §4).
+// plan (world_layout.h), so every plan gives the serial trajectory (docs/architecture.md §4).
 //
 // A rank the plan leaves out (RankInfo::idle(), a layout over a fixed world after a plan switch)
 // owns no stage: Create only joins the group splits and Step only joins the world all-reduce of
-// (loss, norm), so it returns the step's loss and norm like every other rank.
+// (loss, norm), so it returns the step's loss and norm like every other rank. Evaluate runs the
+// validation loss the same way: forward only, then one world all-reduce of the loss sum.
 //
 // Ownership: references the layout, Backend and world communicator (must outlive it).
 // Thread safety: one rank's thread. Create and Step are collective: every rank of the layout
@@ -71,6 +72,12 @@ class ParallelRank {
   Result<RankStepResult> Step(int64_t step, std::span<const int32_t> inputs,
                               std::span<const int32_t> targets,
                               std::vector<TraceEvent>* trace = nullptr);
+
+  // Validation: one global batch forward only (no gradients, no update) through this rank's
+  // pipeline (StageExecutor::Evaluate). Returns the sum of token losses of the whole global batch,
+  // summed over the world (the same on every rank; divide by its tokens for the mean). inputs /
+  // targets as for Step. Collective: every rank of the layout calls it, an idle rank too.
+  Result<double> Evaluate(std::span<const int32_t> inputs, std::span<const int32_t> targets);
 
   // ZeRO-1 plans (optimizer_sharding 'zero1', grad_sync.h): makes every AdamW moment of this
   // rank's stage whole again, before a checkpoint is written or state migrates. Collective over

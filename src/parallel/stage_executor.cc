@@ -43,7 +43,8 @@ Tensor StageExecutor::TakeBuffer() {
   return stage_.backend().Empty(Shape{b_, t_, stage_.model().hidden}, DType::kF32);
 }
 
-Status StageExecutor::RunBatch(size_t begin, size_t end, StageTimes& times) {
+Status StageExecutor::RunBatch(const std::vector<Action>& actions, size_t begin, size_t end,
+                               StageTimes& times) {
   const Seconds start = clock_.Now();
   std::vector<comm::Request> requests;
   auto post = [&](Result<comm::Request> r, const Action& a) -> Status {
@@ -55,7 +56,7 @@ Status StageExecutor::RunBatch(size_t begin, size_t end, StageTimes& times) {
     return Status::Ok();
   };
   for (size_t i = begin; i < end; ++i) {
-    const Action& a = actions_[i];
+    const Action& a = actions[i];
     const int64_t k = a.micro_batch;
     switch (a.kind) {
       case ActionKind::kSendForward: {
@@ -94,7 +95,7 @@ Status StageExecutor::RunBatch(size_t begin, size_t end, StageTimes& times) {
   }
   // Sent tensors are no longer needed once their batch completed.
   for (size_t i = begin; i < end; ++i) {
-    const Action& a = actions_[i];
+    const Action& a = actions[i];
     if (a.kind != ActionKind::kSendBackward) continue;
     auto it = input_grads_.find(a.micro_batch);
     GiveBack(std::move(it->second));
@@ -104,11 +105,8 @@ Status StageExecutor::RunBatch(size_t begin, size_t end, StageTimes& times) {
   return Status::Ok();
 }
 
-Result<double> StageExecutor::Run(std::span<const int32_t> inputs,
-                                  std::span<const int32_t> targets, float loss_scale,
-                                  const Hooks& hooks, StageTimes& times,
-                                  std::vector<TraceEvent>* trace) {
-  tensor::Backend& backend = stage_.backend();
+Status StageExecutor::CheckInputSizes(std::span<const int32_t> inputs,
+                                      std::span<const int32_t> targets) const {
   const auto mb_tokens = static_cast<size_t>(b_ * t_);
   const int64_t m = layout_.pipeline_of(rank_).micro_batches;
   if (first_ && inputs.size() != static_cast<size_t>(m) * mb_tokens) {
@@ -119,6 +117,68 @@ Result<double> StageExecutor::Run(std::span<const int32_t> inputs,
     return Err("rank {}: last stage needs {} target tokens, got {}", rank_,
                static_cast<size_t>(m) * mb_tokens, targets.size());
   }
+  return Status::Ok();
+}
+
+Tensor StageExecutor::ForwardInput(int64_t k, std::span<const int32_t> inputs) {
+  if (first_) {
+    const auto mb_tokens = static_cast<size_t>(b_ * t_);
+    stage_.backend().CopyFromHost(tokens_, inputs.data() + static_cast<size_t>(k) * mb_tokens,
+                                  mb_tokens * sizeof(int32_t));
+    return tokens_;
+  }
+  auto it = received_act_.find(k);
+  MOTLEY_CHECK(it != received_act_.end(), "Forward before its RecvForward");
+  return it->second;
+}
+
+void StageExecutor::LoadTargets(int64_t k, std::span<const int32_t> targets) {
+  const auto mb_tokens = static_cast<size_t>(b_ * t_);
+  stage_.backend().CopyFromHost(targets_, targets.data() + static_cast<size_t>(k) * mb_tokens,
+                                mb_tokens * sizeof(int32_t));
+}
+
+Result<double> StageExecutor::Evaluate(std::span<const int32_t> inputs,
+                                       std::span<const int32_t> targets, StageTimes& times) {
+  MOTLEY_RETURN_IF_ERROR(CheckInputSizes(inputs, targets));
+  const int64_t m = layout_.pipeline_of(rank_).micro_batches;
+  double loss_sum = 0.0;
+  for (int64_t k = 0; k < m; ++k) {
+    if (!first_) {
+      const std::vector<Action> recv = {Action{ActionKind::kRecvForward, k}};
+      MOTLEY_RETURN_IF_ERROR(RunBatch(recv, 0, 1, times).WithContext("evaluation"));
+    }
+    const Seconds start = clock_.Now();
+    const Tensor input = ForwardInput(k, inputs);
+    if (last_) {
+      LoadTargets(k, targets);
+      loss_sum += stage_.ForwardLoss(k, input, targets_);
+    } else {
+      outputs_[k] = stage_.Forward(k, input);
+    }
+    if (!first_) {
+      GiveBack(std::move(received_act_[k]));
+      received_act_.erase(k);
+    }
+    times.forward_s += clock_.Since(start);
+    if (tp_ != nullptr && !tp_->status().ok()) {
+      return tp_->status().WithContext(fmt::format("rank {} evaluation F{}", rank_, k));
+    }
+    if (!last_) {
+      const std::vector<Action> send = {Action{ActionKind::kSendForward, k}};
+      MOTLEY_RETURN_IF_ERROR(RunBatch(send, 0, 1, times).WithContext("evaluation"));
+      outputs_.erase(k);
+    }
+    stage_.Discard(k);
+  }
+  return loss_sum;
+}
+
+Result<double> StageExecutor::Run(std::span<const int32_t> inputs, std::span<const int32_t> targets,
+                                  float loss_scale, const Hooks& hooks, StageTimes& times,
+                                  std::vector<TraceEvent>* trace) {
+  MOTLEY_RETURN_IF_ERROR(CheckInputSizes(inputs, targets));
+  tensor::Backend& backend = stage_.backend();
   auto check_tp = [&]() -> Status {
     if (tp_ != nullptr && !tp_->status().ok()) {
       return tp_->status().WithContext(fmt::format("rank {}", rank_));
@@ -134,7 +194,7 @@ Result<double> StageExecutor::Run(std::span<const int32_t> inputs,
     if (sched::IsCommunication(a.kind)) {
       size_t end = i;
       while (end < actions_.size() && sched::IsCommunication(actions_[end].kind)) ++end;
-      MOTLEY_RETURN_IF_ERROR(RunBatch(i, end, times));
+      MOTLEY_RETURN_IF_ERROR(RunBatch(actions_, i, end, times));
       if (trace != nullptr) {
         for (size_t j = i; j < end; ++j) {
           name += (j == i ? "" : "+") + sched::ActionToString(actions_[j]);
@@ -145,19 +205,9 @@ Result<double> StageExecutor::Run(std::span<const int32_t> inputs,
       const int64_t k = a.micro_batch;
       switch (a.kind) {
         case ActionKind::kForward: {
-          Tensor input;
-          if (first_) {
-            backend.CopyFromHost(tokens_, inputs.data() + static_cast<size_t>(k) * mb_tokens,
-                                 mb_tokens * sizeof(int32_t));
-            input = tokens_;
-          } else {
-            auto it = received_act_.find(k);
-            MOTLEY_CHECK(it != received_act_.end(), "Forward before its RecvForward");
-            input = it->second;
-          }
+          const Tensor input = ForwardInput(k, inputs);
           if (last_) {
-            backend.CopyFromHost(targets_, targets.data() + static_cast<size_t>(k) * mb_tokens,
-                                 mb_tokens * sizeof(int32_t));
+            LoadTargets(k, targets);
             loss_sum_ += stage_.ForwardLoss(k, input, targets_);
           } else {
             outputs_[k] = stage_.Forward(k, input);

@@ -1,10 +1,10 @@
 // StageExecutor: runs one rank's action list of a pipeline schedule (sched/schedule.h) for one
-// training step, over the world communicator (DESIGN.md §3 rule 2: the list the simulator
-// replays is the list executed here).
+// training step, over the world communicator (docs/architecture.md §3 rule 2: the list the
+// simulator replays is the list executed here).
 //
 //  - Forward / Backward: the rank's model::Stage on micro-batch k. The first stage reads tokens
 //    from the caller's host batch, the last stage computes the loss (token sum) and starts the
-//    backward with loss_scale = 1 / tokens in the global batch (DESIGN.md §4).
+//    backward with loss_scale = 1 / tokens in the global batch (docs/architecture.md §4).
 //  - A maximal run of Send*/Recv* actions is one batch: every transfer is posted at once
 //    (ISend/IRecv), then all are waited for (Megatron's batched isend/irecv). A send goes to every
 //    receiver the rank serves and a receive comes from one sender (world_layout.h); tags encode the
@@ -75,10 +75,25 @@ class StageExecutor {
   // DpSync and OptimizerStep hooks).
   double running_loss_sum() const { return loss_sum_; }
 
+  // Evaluation (validation loss): every micro-batch forward only, in order, each receiving its
+  // activation from the previous stage and sending its output to the next (one transfer at a
+  // time: RF k, F k, SF k), its activations released right after; no gradients, no hooks. Inputs
+  // as for Run. Returns the sum of token losses of this pipeline (last stage), 0 elsewhere.
+  Result<double> Evaluate(std::span<const int32_t> inputs, std::span<const int32_t> targets,
+                          StageTimes& times);
+
  private:
   tensor::Tensor TakeBuffer();
   void GiveBack(tensor::Tensor t) { free_.push_back(std::move(t)); }
-  Status RunBatch(size_t begin, size_t end, StageTimes& times);
+  // Posts actions[begin, end) (all communication) together, then waits for all of them.
+  Status RunBatch(const std::vector<sched::Action>& actions, size_t begin, size_t end,
+                  StageTimes& times);
+  // The input of micro-batch k's forward: the tokens (first stage, copied to the device) or the
+  // received activation.
+  tensor::Tensor ForwardInput(int64_t k, std::span<const int32_t> inputs);
+  // Copies micro-batch k's targets to the device (last stage).
+  void LoadTargets(int64_t k, std::span<const int32_t> targets);
+  Status CheckInputSizes(std::span<const int32_t> inputs, std::span<const int32_t> targets) const;
 
   const WorldLayout& layout_;
   int rank_;

@@ -1,6 +1,6 @@
 // WorldLayout: where every rank sits in a plan (pipeline, stage, TP rank), the peers of its
 // pipeline transfers, and which samples of the global batch each pipeline and micro-batch trains
-// on (DESIGN.md §4). Derived from a validated spec::Plan; the same on every rank.
+// on (docs/architecture.md §4). Derived from a validated spec::Plan; the same on every rank.
 //
 // Ranks: world rank r drives the r-th smallest device id the plan uses (so a plan on devices
 // {0..N-1} maps rank r to device r). A layout may also be built over a given world (the devices of

@@ -1,6 +1,6 @@
-// Compute cost models (DESIGN.md §8): the time of one transformer block, the embedding and the LM
-// head, forward and backward, for one micro-batch on one device of a TP group. Tensor-parallel
-// communication is not included (the predictor adds it from the link classes).
+// Compute cost models (docs/architecture.md §8): the time of one transformer block, the embedding
+// and the LM head, forward and backward, for one micro-batch on one device of a TP group.
+// Tensor-parallel communication is not included (the predictor adds it from the link classes).
 //
 // Contract: ComputeModel implementations are immutable after construction; all methods are const
 // and thread-safe. `device_type` indexes ClusterSpec::device_types of the cluster the model was

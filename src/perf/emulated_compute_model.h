@@ -1,11 +1,11 @@
-// EmulatedComputeModel: the compute model of the runtime on emulated devices (DESIGN.md §6). It
-// walks the op sequence that model/ (block.cc, stage.cc), the stage executor and the optimizer
-// issue for one block, the embedding, the head, a stage's transfer copies and the per-step work,
-// and charges every op exactly as backend/emulated does: max(FLOPs / flop/s, bytes / bandwidth)
-// with FLOPs and bytes from the one cost table, spec/op_costs.h. So on an emulated cluster the
-// predictor's compute times are the runtime's charged times, and what remains to predict is the
-// schedule and the communication. TP ranks run their shard of the heads and of F; the embedding
-// and head are replicated on every TP rank, as in model/parameters.cc.
+// EmulatedComputeModel: the compute model of the runtime on emulated devices (docs/architecture.md
+// §6). It walks the op sequence that model/ (block.cc, stage.cc), the stage executor and the
+// optimizer issue for one block, the embedding, the head, a stage's transfer copies and the
+// per-step work, and charges every op exactly as backend/emulated does: max(FLOPs / flop/s, bytes /
+// bandwidth) with FLOPs and bytes from the one cost table, spec/op_costs.h. So on an emulated
+// cluster the predictor's compute times are the runtime's charged times, and what remains to
+// predict is the schedule and the communication. TP ranks run their shard of the heads and of F;
+// the embedding and head are replicated on every TP rank, as in model/parameters.cc.
 //
 // A device type without an `emulated` profile is charged at its fp32 peak and memory bandwidth
 // (an ideal-kernel roofline). The model follows the op sequence of the code it mirrors; a change

@@ -1,7 +1,7 @@
-// Memory model (DESIGN.md §8): bytes per device of one stage: weights, gradients, optimizer states
-// (with ZeRO-1 over the data-parallel group), activations held by the in-flight micro-batches of
-// the pipeline schedule (Korthikanti et al. 2022, Table 2, per recompute choice), the embedding
-// stage's input activations and the head stage's logits. Pure functions; thread-safe.
+// Memory model (docs/architecture.md §8): bytes per device of one stage: weights, gradients,
+// optimizer states (with ZeRO-1 over the data-parallel group), activations held by the in-flight
+// micro-batches of the pipeline schedule (Korthikanti et al. 2022, Table 2, per recompute choice),
+// the embedding stage's input activations and the head stage's logits. Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
-// Iteration-time predictor (DESIGN.md §8): the time of a plan's training step on a cluster, for
-// uneven pipelines and replicas of different shapes, modelled on the step motley's runtime runs
-// (predict_step.cc): per-stage forward/backward time (compute model + TP all-reduces + recompute
+// Iteration-time predictor (docs/architecture.md §8): the time of a plan's training step on a
+// cluster, for uneven pipelines and replicas of different shapes, modelled on the step motley's
+// runtime runs (predict_step.cc): per-stage forward/backward time (compute model + TP all-reduces +
+// recompute
 // + the stage's transfer copies, times the slowest device's straggler rate); each pipeline's
 // action list walked with eager sends over its boundary links (perf/step_model.h); per-layer
 // data-parallel gradient all-reduces in layer order (every stage in any pipeline holding the

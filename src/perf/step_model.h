@@ -1,5 +1,5 @@
 // Building blocks of the predictor's step model (predictor.cc), written against what motley's
-// runtime does on the virtual clock (DESIGN.md §6, comm/ring_communicator.h):
+// runtime does on the virtual clock (docs/architecture.md §6, comm/ring_communicator.h):
 //  - a transfer of S bytes over a link occupies the sender's outgoing link to that peer for
 //    latency + S / bandwidth (transfers on one link queue), the sender does not wait for it
 //    (eager send), and the receiver continues at max(its clock, arrival);

@@ -2,8 +2,11 @@
 // Megatron-style plan, the compute bound, tokens/s of a candidate, and the text summary.
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "perf/flops.h"
 #include "plan/planner.h"
@@ -80,6 +83,44 @@ Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const Planne
   return *best;
 }
 
+const char* BaselineKindName(BaselineKind kind) {
+  switch (kind) {
+    case BaselineKind::kUniform: return "uniform";
+    case BaselineKind::kHomogeneous: return "homogeneous";
+    case BaselineKind::kIdentical: return "identical";
+  }
+  return "?";
+}
+
+Result<BaselineKind> ParseBaselineKind(std::string_view name) {
+  for (BaselineKind k :
+       {BaselineKind::kUniform, BaselineKind::kHomogeneous, BaselineKind::kIdentical}) {
+    if (name == BaselineKindName(k)) return k;
+  }
+  return Err(StatusCode::kInvalidArgument,
+             "'{}' is not a baseline (one of: uniform, homogeneous, identical)", name);
+}
+
+bool IsBaselineName(std::string_view name) {
+  return ParseBaselineKind(name).ok();
+}
+
+Result<Candidate> FindBaseline(const PlanReport& report, BaselineKind kind) {
+  for (const Baseline& b : report.baselines) {
+    if (b.kind != kind) continue;
+    if (!b.found) {
+      return Err(StatusCode::kFailedPrecondition, "baseline {}: none fits ({})",
+                 BaselineKindName(kind), b.why_not);
+    }
+    Candidate c = b.candidate;
+    c.plan.comment =
+        fmt::format("motley baseline '{}' ({}): {}", BaselineKindName(kind), b.name, c.description);
+    return c;
+  }
+  return Err(StatusCode::kFailedPrecondition, "baseline {}: not computed (plan with baselines on)",
+             BaselineKindName(kind));
+}
+
 double Candidate::TokensPerSecond(int64_t tokens_per_step) const {
   const double t = simulated_s > 0 ? simulated_s : prediction.iteration_s;
   return t > 0 ? static_cast<double>(tokens_per_step) / t : 0.0;
@@ -87,42 +128,39 @@ double Candidate::TokensPerSecond(int64_t tokens_per_step) const {
 
 std::string SummarizeReport(const PlanReport& report) {
   const double tps = report.best.TokensPerSecond(report.tokens_per_step);
-  std::string out = fmt::format("plan: {:.1f} tokens/s, MFU {:.1f}% (predicted), iteration {:.3f} s predicted",
-                                tps, 100 * report.best.prediction.mfu,
-                                report.best.prediction.iteration_s);
+  std::string out = fmt::format(
+      "chosen: {}: {:.1f} tokens/s, MFU {:.1f}% (predicted), iteration {:.3f} s predicted",
+      report.best.description, tps, 100 * report.best.prediction.mfu,
+      report.best.prediction.iteration_s);
   if (report.best.simulated_s > 0) out += fmt::format(", {:.3f} s simulated", report.best.simulated_s);
   out += "\n";
   for (const Baseline& b : report.baselines) {
     if (b.found) {
       const double other = b.candidate.TokensPerSecond(report.tokens_per_step);
-      out += fmt::format("  vs {}: {:.1f} tokens/s, speedup {:.3f}x\n", b.name, other, tps / other);
+      out += fmt::format("  vs {}: {:.1f} tokens/s, speedup {:.3f}x ({})\n", b.name, other,
+                         tps / other, b.candidate.description);
     } else {
       out += fmt::format("  vs {}: none ({})\n", b.name, b.why_not);
     }
   }
+  std::vector<std::string> refs;
   if (report.compute_bound_tokens_per_s > 0) {
-    out += fmt::format("  compute bound: {:.1f} tokens/s, ratio {:.4f}\n",
-                       report.compute_bound_tokens_per_s, tps / report.compute_bound_tokens_per_s);
+    refs.push_back(fmt::format("compute bound {:.1f} tokens/s (ratio {:.4f})",
+                               report.compute_bound_tokens_per_s,
+                               tps / report.compute_bound_tokens_per_s));
   }
   if (report.hethub_sum_tokens_per_s > 0) {
-    out += fmt::format("  HETHUB ratio (to the sum of per-type homogeneous plans, {:.1f} tokens/s): {:.4f}\n",
-                       report.hethub_sum_tokens_per_s, tps / report.hethub_sum_tokens_per_s);
-  }
-  for (size_t i = 0; i < report.ranked.size() && i < 5; ++i) {
-    const Candidate& c = report.ranked[i];
-    out += fmt::format("  #{}: {:.1f} tokens/s, {:.3f} s predicted{}: {}\n", i + 1,
-                       c.prediction.tokens_per_s, c.prediction.iteration_s,
-                       c.simulated_s > 0 ? fmt::format(", {:.3f} s simulated", c.simulated_s) : "",
-                       c.description);
-  }
-  for (const Baseline& b : report.baselines) {
-    if (b.found) out += fmt::format("  baseline {}: {}\n", b.name, b.candidate.description);
+    refs.push_back(fmt::format("HETHUB sum of per-type plans {:.1f} (ratio {:.4f})",
+                               report.hethub_sum_tokens_per_s,
+                               tps / report.hethub_sum_tokens_per_s));
   }
   if (report.exhaustive_tokens_per_s > 0) {
-    out += fmt::format("  exhaustive optimum (predicted): {:.1f} tokens/s, ratio of the top-ranked {:.4f}\n",
-                       report.exhaustive_tokens_per_s,
-                       report.ranked.front().prediction.tokens_per_s / report.exhaustive_tokens_per_s);
+    refs.push_back(fmt::format(
+        "exhaustive optimum {:.1f} predicted (ratio of the top-ranked {:.4f})",
+        report.exhaustive_tokens_per_s,
+        report.ranked.front().prediction.tokens_per_s / report.exhaustive_tokens_per_s));
   }
+  if (!refs.empty()) out += fmt::format("  references: {}\n", fmt::join(refs, "; "));
   return out;
 }
 

@@ -1,7 +1,7 @@
-// Exhaustive planner: the oracle for the pruned one on small instances (DESIGN.md §3 rule 4).
-// Enumerates, for every TP degree per device type: every subset of the TP groups, every partition
-// of it into pipelines, every stage order of each pipeline, every block split (>= 1 block per
-// stage), every micro-batch size and recompute choice of the options, and every split of the
+// Exhaustive planner: the oracle for the pruned one on small instances (docs/architecture.md §3
+// rule 4). Enumerates, for every TP degree per device type: every subset of the TP groups, every
+// partition of it into pipelines, every stage order of each pipeline, every block split (>= 1 block
+// per stage), every micro-batch size and recompute choice of the options, and every split of the
 // micro-batches over the pipelines (>= stages each); ZeRO-1 when there is more than one pipeline.
 // Each plan is scored by the predictor; the fastest that fits memory wins. Exponential: meant
 // for at most ~6 TP groups and models of a few blocks.

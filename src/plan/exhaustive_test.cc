@@ -1,5 +1,6 @@
-// Oracle test (DESIGN.md §3 rule 4): on small random heterogeneous clusters the planner's top
-// candidate has the predicted iteration time of the exhaustive optimum, for several seeds.
+// Oracle test (docs/architecture.md §3 rule 4): on small random heterogeneous clusters the
+// planner's top candidate has the predicted iteration time of the exhaustive optimum, for several
+// seeds.
 #include "plan/exhaustive.h"
 
 #include <gtest/gtest.h>

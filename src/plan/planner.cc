@@ -205,7 +205,10 @@ struct Search {
     }
     const std::string tps = [&] {
       std::string s;
-      for (int t : types) s += fmt::format("{}{}x{}", s.empty() ? "" : " ", cluster.device_types[static_cast<size_t>(t)].name, tp[static_cast<size_t>(t)]);
+      for (int t : types)
+        s += fmt::format("{}{} tp{}", s.empty() ? "" : ", ",
+                         cluster.device_types[static_cast<size_t>(t)].name,
+                         tp[static_cast<size_t>(t)]);
       return s;
     }();
     const int single_tp = single_type >= 0 ? tp[static_cast<size_t>(single_type)] : 0;
@@ -458,6 +461,7 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
     } else {
       uniform.why_not = u.status().message();
     }
+    uniform.kind = BaselineKind::kUniform;
     report.baselines.push_back(uniform);
     Baseline homogeneous{"best homogeneous sub-cluster", false, "no single type fits", {}};
     double sum = 0;
@@ -474,6 +478,7 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
       }
     }
     report.hethub_sum_tokens_per_s = sum;
+    homogeneous.kind = BaselineKind::kHomogeneous;
     report.baselines.push_back(homogeneous);
     Baseline identical{"identical pipelines only", s.best_identical.has_value(),
                        s.best_identical ? "" : "no layout with identical pipelines fits", {}};
@@ -481,6 +486,7 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
       identical.candidate = *s.best_identical;
       MOTLEY_RETURN_IF_ERROR(simulate(&identical.candidate));
     }
+    identical.kind = BaselineKind::kIdentical;
     report.baselines.push_back(identical);
     if (options.exhaustive_max_units > 0) {
       auto ex = ExhaustiveSearch(predictor, options, options.exhaustive_max_units,

@@ -1,8 +1,8 @@
-// The planner (DESIGN.md §8): searches layouts of TP groups into pipelines (identical where the
-// cluster allows, mixed otherwise; island-major stage order so that data-parallel groups stay
-// inside islands and only pipeline traffic crosses slow links), splits blocks per pipeline under
-// memory limits and micro-batches across pipelines (plan/evaluate.h), ranks candidates with the
-// predictor and confirms the best few with the simulator. Beside the answer it computes the
+// The planner (docs/architecture.md §8): searches layouts of TP groups into pipelines (identical
+// where the cluster allows, mixed otherwise; island-major stage order so that data-parallel groups
+// stay inside islands and only pipeline traffic crosses slow links), splits blocks per pipeline
+// under memory limits and micro-batches across pipelines (plan/evaluate.h), ranks candidates with
+// the predictor and confirms the best few with the simulator. Beside the answer it computes the
 // baselines (uniform Megatron-style split over the whole cluster, best homogeneous sub-cluster,
 // identical pipelines only) and the references (HETHUB's ratio, the compute bound, the exhaustive
 // optimum on small instances). Infeasible requests return an error naming the binding constraint.
@@ -55,11 +55,25 @@ struct Candidate {
   double TokensPerSecond(int64_t tokens_per_step) const;
 };
 
+// The baselines every plan is compared with (`motley plan --baseline KIND` writes one as a plan).
+enum class BaselineKind {
+  kUniform,      // the best uniform Megatron-style split over the whole cluster (BestUniformPlan)
+  kHomogeneous,  // the best plan on the devices of one type alone
+  kIdentical,    // the best plan whose pipelines are all identical
+};
+// "uniform", "homogeneous", "identical".
+const char* BaselineKindName(BaselineKind kind);
+// Parses one of those names; the error lists them.
+Result<BaselineKind> ParseBaselineKind(std::string_view name);
+// Whether `name` is one of those names.
+bool IsBaselineName(std::string_view name);
+
 struct Baseline {
   std::string name;        // "uniform", "homogeneous (h100)", "identical pipelines"
   bool found = false;
   std::string why_not;     // when not found
   Candidate candidate;
+  BaselineKind kind = BaselineKind::kUniform;
 };
 
 struct PlanReport {
@@ -90,7 +104,12 @@ double ComputeBoundTokensPerSecond(const perf::Predictor& predictor,
                                    const std::vector<int64_t>& micro_batch_sizes,
                                    const std::vector<int>& tp_degrees);
 
-// One line per baseline and reference for logs: ratio of the plan to each.
+// The chosen plan (its description, tokens/s, MFU, predicted and simulated step), then one line
+// per baseline (speed-up over it, its description) and one of the references (ratio to each).
 std::string SummarizeReport(const PlanReport& report);
+
+// The baseline of `kind` in a report planned with baselines on; an error (naming why) when the
+// planner found none of that kind. The plan's comment says which baseline it is.
+Result<Candidate> FindBaseline(const PlanReport& report, BaselineKind kind);
 
 }  // namespace motley::plan

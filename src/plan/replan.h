@@ -1,6 +1,6 @@
-// Re-planning entry point (DESIGN.md §9): given current straggler rates and the running plan,
-// proposes the plan that minimises horizon_steps * predicted iteration time + the time to move
-// model state, so that plans which move little state win unless a bigger move pays for itself
+// Re-planning entry point (docs/architecture.md §9): given current straggler rates and the running
+// plan, proposes the plan that minimises horizon_steps * predicted iteration time + the time to
+// move model state, so that plans which move little state win unless a bigger move pays for itself
 // within the horizon. Candidates: the current plan, the current layout with blocks and
 // micro-batches re-split for the new rates (moves the least), and the planner's ranked plans.
 //

@@ -1,8 +1,8 @@
-// Units and layouts: the planner's granularity (DESIGN.md §8). A unit is a TP group: `tp` devices
-// of one node (so of one type), the smallest thing a stage runs on. A layout is a list of pipelines,
-// each an ordered list of units (one per stage); layouts are formed from buckets of units that
-// share (island, device type), so that identical pipelines can be recognised and evaluated once.
-// Plain value types; pure functions.
+// Units and layouts: the planner's granularity (docs/architecture.md §8). A unit is a TP group:
+// `tp` devices of one node (so of one type), the smallest thing a stage runs on. A layout is a list
+// of pipelines, each an ordered list of units (one per stage); layouts are formed from buckets of
+// units that share (island, device type), so that identical pipelines can be recognised and
+// evaluated once. Plain value types; pure functions.
 #pragma once
 
 #include <string>

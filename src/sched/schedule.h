@@ -1,6 +1,6 @@
-// Pipeline schedules as data (DESIGN.md §3 rule 2): for each stage of one pipeline, the ordered
-// list of actions it runs in one training step. The runtime's stage executor and the simulator
-// both interpret the same lists, so prediction and execution cannot drift apart.
+// Pipeline schedules as data (docs/architecture.md §3 rule 2): for each stage of one pipeline, the
+// ordered list of actions it runs in one training step. The runtime's stage executor and the
+// simulator both interpret the same lists, so prediction and execution cannot drift apart.
 //
 // Execution contract (what CheckSchedule verifies and what executors must implement):
 //  - Compute actions (Forward, Backward, DpSync, OptimizerStep) run in list order.

@@ -1,6 +1,6 @@
-// Network model of the simulator (DESIGN.md §3 rule 3): which shared resources a transfer between
-// two devices crosses, and a max-min fair bandwidth solver over concurrent flows (progressive
-// filling, as SimGrid's LV08 flow model without its TCP corrections).
+// Network model of the simulator (docs/architecture.md §3 rule 3): which shared resources a
+// transfer between two devices crosses, and a max-min fair bandwidth solver over concurrent flows
+// (progressive filling, as SimGrid's LV08 flow model without its TCP corrections).
 //
 // NodeNicNetwork: a transfer inside a node uses the node's intra link alone (switched fabric, no
 // sharing modelled); a transfer between nodes crosses the sender node's egress and the receiver

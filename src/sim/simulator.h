@@ -1,7 +1,7 @@
-// Discrete-event simulator (DESIGN.md §8): replays the pipeline phase of a plan's step event by
-// event, on the same sched::Schedule action lists the runtime executes: compute actions take the
-// predictor's stage costs (times each TP group's straggler rate); sends are eager, each transfer
-// a flow queued behind the previous one over the same boundary and direction and, when the
+// Discrete-event simulator (docs/architecture.md §8): replays the pipeline phase of a plan's step
+// event by event, on the same sched::Schedule action lists the runtime executes: compute actions
+// take the predictor's stage costs (times each TP group's straggler rate); sends are eager, each
+// transfer a flow queued behind the previous one over the same boundary and direction and, when the
 // predictor's settings model NIC contention, sharing node NIC bandwidth with concurrent flows
 // (sim/network.h); a batch of transfers waits for its receives. The rest of the step (zeroing,
 // per-layer data-parallel all-reduces, the loss/norm all-reduce, the optimizer step, the skew

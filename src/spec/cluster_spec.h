@@ -18,7 +18,7 @@ namespace motley::spec {
 // Numeric precision a peak FLOP/s figure applies to.
 enum class Precision { kFp32, kBf16 };
 
-// The speed an emulated device pretends to have (DESIGN.md §6): an op is charged
+// The speed an emulated device pretends to have (docs/architecture.md §6): an op is charged
 // max(FLOPs / flops_per_s, bytes / memory_bandwidth).
 struct EmulatedProfile {
   FlopsPerSecond flops_per_s = 0;

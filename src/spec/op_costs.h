@@ -2,7 +2,7 @@
 // it moves, written down in ONE place so that the emulated backend (backend/emulated) charges ops
 // and the predictor's emulated compute model (perf/emulated_compute_model.h) counts them the same
 // way. It lives in spec/ because both halves of the layering may use spec/ (and it needs only
-// core/units.h). DESIGN.md §6: an op takes
+// core/units.h). docs/architecture.md §6: an op takes
 // max(flops / flop/s, bytes / memory bandwidth).
 //
 // Conventions:

@@ -88,7 +88,7 @@ Status SavePlan(const Plan& plan, const std::string& path);
 // stage's devices share one node and one type; micro_batches >= number of stages; sum over
 // pipelines of micro_batches * micro_batch_size == train.global_batch -- and what the runtime
 // can execute: the plan's devices are all emulated or all real (one run has one kind of clock,
-// DESIGN.md §6). Every schedule, recompute mode (per stage) and optimizer sharding of the format
+// docs/architecture.md §6). Every schedule, recompute mode (per stage) and optimizer sharding of the format
 // runs. Not covered: what this build or host lacks (a CUDA device without a CUDA build) and
 // memory capacity, which `predict` reports and the runtime enforces.
 // Errors name pipeline, stage and field, prefixed with Plan::source (or "plan"):

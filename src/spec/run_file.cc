@@ -13,8 +13,8 @@ namespace motley::spec {
 namespace {
 
 // One emulated CPU device. Speeds are below what one core of the development machines measured
-// (sgemm ~104 GFLOP/s, triad ~27 GB/s on one thread: docs/reference performance-model.md), so the
-// wall-clock emulation can honour them.
+// (sgemm ~104 GFLOP/s, triad ~27 GB/s on one thread: the project's reference notes,
+// performance-model.md), so the wall-clock emulation can honour them.
 constexpr std::string_view kDefaultRunYaml = R"(# motley's embedded default run: `motley train` without arguments.
 cluster:
   name: local-cpu

@@ -1,7 +1,8 @@
-// Re-plan controller (DESIGN.md §9, issue 6): turns the monitor's committed straggler rates into
-// plan changes. When the rates change at a step boundary it starts a re-plan on a BACKGROUND
-// std::thread while training goes on; at a later step boundary it takes the result and adopts the
-// new plan only when the predicted gain over the horizon exceeds the predicted migration cost:
+// Re-plan controller (docs/architecture.md §9, issue 6): turns the monitor's committed straggler
+// rates into plan changes. When the rates change at a step boundary it starts a re-plan on a
+// BACKGROUND std::thread while training goes on; at a later step boundary it takes the result and
+// adopts the new plan only when the predicted gain over the horizon exceeds the predicted migration
+// cost:
 //   gain = horizon_steps * (current plan's iteration - new plan's iteration), both predicted under
 //   the new rates;  adopt iff gain > migration_s + min_gain_fraction * horizon * current iteration.
 // Candidates: plan::Replan's (the current plan, the current layout re-split, the planner's fresh

@@ -1,10 +1,10 @@
-// Rate monitor (DESIGN.md §9, issue 6): the coordinator's view of how slow each device and each
-// link is. Every K steps the ranks report, per device, the compute time they measured against the
-// time their work should take at the device's profile (the predictor's or the emulated profile's
-// time for the same actions), and per link the transfer time they measured for the bytes they sent
-// over it; a device taken out of the plan reports a small probe op instead (so that its recovery
-// is seen). Rates here are slowdowns, measured / expected time (perf::StragglerRates; 3 = three
-// times slower; a scenario's 0.33 speed is a 3.0 slowdown).
+// Rate monitor (docs/architecture.md §9, issue 6): the coordinator's view of how slow each device
+// and each link is. Every K steps the ranks report, per device, the compute time they measured
+// against the time their work should take at the device's profile (the predictor's or the emulated
+// profile's time for the same actions), and per link the transfer time they measured for the bytes
+// they sent over it; a device taken out of the plan reports a small probe op instead (so that its
+// recovery is seen). Rates here are slowdowns, measured / expected time (perf::StragglerRates; 3 =
+// three times slower; a scenario's 0.33 speed is a 3.0 slowdown).
 //
 // Smoothing and hysteresis, per device and per link:
 //  - smoothed = EWMA of the reported slowdowns (weight `ewma_weight` on the newest report);

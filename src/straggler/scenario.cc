@@ -73,25 +73,44 @@ Result<int> ResolveDevice(const YAML::Node& node, const spec::ClusterSpec& clust
   return FieldError(file, path, fmt::format("device '{}' not found", text));  // unreachable
 }
 
+// `warnings` gets a line when the event uses the old `rate:` key (a fraction of speed).
 Result<ScenarioEvent> ParseEvent(const YAML::Node& node, const std::string& file,
-                                 const std::string& path, const spec::ClusterSpec& cluster) {
+                                 const std::string& path, const spec::ClusterSpec& cluster,
+                                 std::vector<std::string>* warnings) {
   MOTLEY_ASSIGN_OR_RETURN(const MapReader map, MapReader::Make(node, file, path));
-  MOTLEY_RETURN_IF_ERROR(map.CheckKeys({"step", "device", "link", "link_class", "rate"}));
+  MOTLEY_RETURN_IF_ERROR(
+      map.CheckKeys({"step", "device", "link", "link_class", "slowdown", "rate"}));
   ScenarioEvent e;
   MOTLEY_ASSIGN_OR_RETURN(e.step, map.Int("step"));
   if (e.step < 1) return map.Error("step", fmt::format("must be >= 1, got {}", e.step));
   if (e.step > spec::kMaxSteps) {
     return map.Error("step", fmt::format("must be at most {}, got {}", spec::kMaxSteps, e.step));
   }
-  MOTLEY_ASSIGN_OR_RETURN(e.rate, map.Double("rate"));
-  if (!(e.rate > 0.0) || !std::isfinite(e.rate)) {
-    return map.Error("rate",
-                     fmt::format("must be a finite fraction of nominal speed > 0, got {}", e.rate));
+  if (map.Has("slowdown") && map.Has("rate")) {
+    return FieldError(file, path, "give 'slowdown' or the old 'rate', not both");
   }
-  if (e.rate < 1.0 / spec::kMaxSlowdown || e.rate > 1.0) {
-    return map.Error("rate", fmt::format("must be in [{:g}, 1] (at most {:g}x slower than nominal; "
-                                         "1 is healthy), got {:g}",
-                                         1.0 / spec::kMaxSlowdown, spec::kMaxSlowdown, e.rate));
+  // Bounds (spec/limits.h, issue 17): at most kMaxSlowdown times slower, never faster than nominal
+  // (a rate above 1 would claim more than the device's peak, which the MFU is measured against).
+  if (map.Has("rate")) {  // the old key: a fraction of nominal speed
+    MOTLEY_ASSIGN_OR_RETURN(e.rate, map.Double("rate"));
+    if (!std::isfinite(e.rate) || e.rate < 1.0 / spec::kMaxSlowdown || e.rate > 1.0) {
+      return map.Error("rate", fmt::format("must be in [{:g}, 1] (at most {:g}x slower than "
+                                           "nominal; 1 is healthy), got {:g}",
+                                           1.0 / spec::kMaxSlowdown, spec::kMaxSlowdown, e.rate));
+    }
+    warnings->push_back(fmt::format(
+        "{}: {}: 'rate: {}' (a fraction of speed) is deprecated; write 'slowdown: {:.4g}' "
+        "(a factor >= 1: 3 is three times slower)",
+        file, map.PathOf("rate"), e.rate, 1.0 / e.rate));
+  } else {
+    MOTLEY_ASSIGN_OR_RETURN(const double slowdown, map.Double("slowdown"));
+    if (!std::isfinite(slowdown) || slowdown < 1.0 || slowdown > spec::kMaxSlowdown) {
+      return map.Error("slowdown",
+                       fmt::format("must be a factor in [1, {:g}] (1 = healthy, 3 = three times "
+                                   "slower), got {:g}",
+                                   spec::kMaxSlowdown, slowdown));
+    }
+    e.rate = 1.0 / slowdown;
   }
   const int targets =
       (map.Has("device") ? 1 : 0) + (map.Has("link") ? 1 : 0) + (map.Has("link_class") ? 1 : 0);
@@ -203,11 +222,11 @@ Result<Scenario> ParseScenarioImpl(std::string_view yaml_text, std::string_view 
     if (!list.IsSequence()) {
       return FieldError(file, "events",
                         "expected a list of events ({step, device | link | "
-                        "link_class, rate})");
+                        "link_class, slowdown})");
     }
     for (size_t i = 0; i < list.size(); ++i) {
-      MOTLEY_ASSIGN_OR_RETURN(ScenarioEvent e,
-                              ParseEvent(list[i], file, IndexPath("events", i), cluster));
+      MOTLEY_ASSIGN_OR_RETURN(ScenarioEvent e, ParseEvent(list[i], file, IndexPath("events", i),
+                                                          cluster, &scenario.warnings));
       scenario.events.push_back(std::move(e));
     }
   } catch (const YAML::Exception& ex) {

@@ -1,14 +1,16 @@
 // Straggler scenarios (issue 6; docs/formats/scenario.md): a YAML list of events that change the
 // speed of a device or a link from a given optimizer step on, for tests, benchmarks and users who
-// want to rehearse (`motley train ... --inject SCENARIO.yaml`). A rate is a fraction of nominal
-// speed (0.33 = three times slower, 1 = healthy again); the straggler rate of DESIGN.md §1 and
-// perf::StragglerRates (measured / expected time) is its inverse.
+// want to rehearse (`motley train ... --inject SCENARIO.yaml`). A file gives each event's
+// `slowdown`, a factor >= 1 (3 = three times slower, 1 = healthy again), the convention of every
+// motley input (`--straggler ID=3`, docs/architecture.md §1); the old key `rate` (a fraction of
+// speed) is still read, with a warning. Events store the speed as a fraction of nominal
+// (rate = 1 / slowdown), what the emulated backends and the link matrix take.
 //
-//   - {step: 40, device: 3, rate: 0.33}            # global device id
-//   - {step: 40, device: "host-slow:1", rate: 0.5}  # NODE:LOCAL_INDEX (or NODE for a 1-device
+//   - {step: 40, device: 3, slowdown: 3}            # global device id
+//   - {step: 40, device: "host-slow:1", slowdown: 2}  # NODE:LOCAL_INDEX (or NODE for a 1-device
 //   node)
-//   - {step: 60, link: [0, 5], rate: 0.25}          # the pair, both directions
-//   - {step: 80, link_class: shm, rate: 0.5}        # every pair the cluster joins by that class
+//   - {step: 60, link: [0, 5], slowdown: 4}          # the pair, both directions
+//   - {step: 80, link_class: shm, slowdown: 2}       # every pair the cluster joins by that class
 //
 // Plain value types; const methods are thread-safe.
 #pragma once
@@ -33,7 +35,7 @@ struct ScenarioEvent {
   int link_a = -1;  // kLink: the two devices (link_a < link_b)
   int link_b = -1;
   std::string link_class;  // kLinkClass: a link class of the cluster
-  double rate = 1.0;       // fraction of nominal speed, > 0
+  double rate = 1.0;       // fraction of nominal speed, > 0 (1 / the file's slowdown)
 };
 
 // (step, rate): from `step` on, the rate (a fraction of nominal speed).
@@ -42,6 +44,7 @@ using RateSteps = std::vector<std::pair<int64_t, double>>;
 struct Scenario {
   std::vector<ScenarioEvent> events;  // in file order
   std::string source;                 // file name, for messages
+  std::vector<std::string> warnings;  // e.g. the old `rate:` key; print them before running
 
   // The speed of a device in step `step`: the last device event for it with event.step <= step
   // (later in the file wins among equal steps); 1 when none.
@@ -58,7 +61,8 @@ struct Scenario {
 };
 
 // Parses scenario YAML against a finalized cluster (device names and link classes are resolved).
-// Errors read "<file>: events[2].rate: must be > 0, got -1" (the event index, then the field).
+// Errors read "<file>: events[2].slowdown: must be a finite factor >= 1 ..., got 0.5" (the event
+// index, then the field).
 Result<Scenario> ParseScenario(std::string_view yaml_text, std::string_view name_for_errors,
                                const spec::ClusterSpec& cluster);
 // Reads a scenario file. Errors: "<path>: <field>: <reason>" or "<path>: cannot read ...".

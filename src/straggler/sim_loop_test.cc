@@ -55,7 +55,7 @@ TEST_F(SimLoopTest, ASustainedThreeTimesSlowdownAdoptsExactlyOnePlan) {
   o.steps = 300;
   o.jitter = 0.2;
   o.seed = 5;
-  const Scenario s = Parse("- {step: 100, device: 5, rate: 0.3333333333333333}");
+  const Scenario s = Parse("- {step: 100, device: 5, slowdown: 3}");
   auto r = RunSimulatedLoop(predictor(), initial_, s, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->adopted, 1);
@@ -81,7 +81,7 @@ TEST_F(SimLoopTest, ASlowedLinkIsBlamedOnTheLinkNotOnTheDevices) {
   o.controller.planner = world_->planner;
   o.steps = 120;
   o.jitter = 0.2;
-  const Scenario s = Parse("- {step: 40, link: [2, 4], rate: 0.25}");
+  const Scenario s = Parse("- {step: 40, link: [2, 4], slowdown: 4}");
   auto r = RunSimulatedLoop(predictor(), initial_, s, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(r->slow_links.size(), 1u);
@@ -165,7 +165,11 @@ TEST_F(SimLoopTest, ProgressAndMetricsShowRatesAndDecisions) {
   EXPECT_NE(p.find("re-plan (started after step"), std::string::npos) << p;
   EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 120);
   EXPECT_NE(m.find("\"decision\":{\"started_step\""), std::string::npos);
-  EXPECT_NE(m.find("\"changes\":[{\"device\":5,\"from\":1.0,\"to\":3.0"), std::string::npos);
+  // The committed slowdown of device 5: 3 (up to rounding of 1 / (1 / 3)).
+  const std::string change = "\"changes\":[{\"device\":5,\"from\":1.0,\"to\":";
+  const size_t at = m.find(change);
+  ASSERT_NE(at, std::string::npos) << m;
+  EXPECT_NEAR(std::stod(m.substr(at + change.size(), 20)), 3.0, 1e-9);
 }
 
 }  // namespace

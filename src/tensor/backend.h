@@ -114,7 +114,7 @@ class Backend {
   virtual void CrossEntropyForward(Tensor& losses, const Tensor& logits,
                                    const Tensor& targets) = 0;
   // dlogits (N, V) += (softmax(logits) - onehot(target)) * loss_scale for each row with a valid
-  // target (loss_scale is 1 / tokens in the global batch, DESIGN §4).
+  // target (loss_scale is 1 / tokens in the global batch, docs/architecture.md §4).
   virtual void CrossEntropyBackward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                                     float loss_scale) = 0;
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <utility>
 
-#include "motley_source_dir.h"
+#include "core/install_paths.h"
 #include "train/token_file.h"
 
 namespace motley::train {
@@ -21,8 +21,13 @@ Status CheckSplitSize(int64_t tokens, int64_t seq_len, const std::string& what) 
 
 }  // namespace
 
+Result<std::string> FindShippedCorpus() {
+  return FindDataFile(kShippedCorpus);
+}
+
 std::string ShippedCorpusPath() {
-  return std::string(MOTLEY_SOURCE_DIR) + "/data/corpus/kjv.txt";
+  Result<std::string> path = FindShippedCorpus();
+  return path.ok() ? *path : std::string(kShippedCorpus);
 }
 
 Result<TokenSplits> SplitTokens(const TokenSequence& tokens, double val_fraction, int64_t seq_len,
@@ -53,7 +58,14 @@ Result<TokenSplits> LoadTokenSplits(const spec::DataSpec& data, int64_t vocab_si
                                     int64_t seq_len) {
   auto format = ParseTokenFormat(data.format);
   if (!format.ok()) return format.status().WithContext("train.data.format");
-  const std::string train_path = data.train_path.empty() ? ShippedCorpusPath() : data.train_path;
+  std::string train_path = data.train_path;
+  if (train_path.empty()) {
+    Result<std::string> shipped = FindShippedCorpus();
+    if (!shipped.ok()) {
+      return shipped.status().WithContext("train.data.train_path is empty (the shipped corpus)");
+    }
+    train_path = *shipped;
+  }
   MOTLEY_ASSIGN_OR_RETURN(TokenSequence train_tokens,
                           OpenTokenFile(train_path, *format, vocab_size));
   if (data.val_path.empty()) {

@@ -24,7 +24,12 @@ struct TokenSplits {
   std::string val_source;
 };
 
-// Path of the shipped corpus in this source tree (data/corpus/kjv.txt).
+// The shipped corpus, relative to the data folder (core/install_paths.h): found beside the
+// executable in the build tree and in an install alike.
+inline constexpr const char* kShippedCorpus = "data/corpus/kjv.txt";
+// Its path, or an error naming where it was looked for.
+Result<std::string> FindShippedCorpus();
+// Its path, or kShippedCorpus itself when it is not found (the read then fails naming it).
 std::string ShippedCorpusPath();
 
 // Loads and splits. Errors name the file (missing, bad size, id >= vocab_size) or the field

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <random>
 
 #include <fmt/core.h>
@@ -71,8 +73,8 @@ std::vector<float> Generator::NextLogits(std::span<const int32_t> tokens) {
   return {begin, begin + static_cast<std::ptrdiff_t>(v)};
 }
 
-int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperature,
-                    double uniform) {
+int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperature, double uniform,
+                    int64_t top_k) {
   const auto n = std::min(static_cast<size_t>(limit), logits.size());
   MOTLEY_CHECK(n > 0, "SampleToken: no candidates");
   if (temperature <= 0.0F) {
@@ -82,10 +84,20 @@ int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperat
   }
   const double max =
       *std::max_element(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(n));
+  float floor = -std::numeric_limits<float>::infinity();  // top-k: the k-th largest logit
+  if (top_k > 0 && static_cast<size_t>(top_k) < n) {
+    std::vector<float> sorted(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(n));
+    std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
+                     std::greater<float>());
+    floor = sorted[static_cast<size_t>(top_k - 1)];
+  }
   std::vector<double> p(n);
   double total = 0.0;
   for (size_t i = 0; i < n; ++i) {
-    p[i] = std::exp((static_cast<double>(logits[i]) - max) / static_cast<double>(temperature));
+    p[i] =
+        logits[i] < floor
+            ? 0.0
+            : std::exp((static_cast<double>(logits[i]) - max) / static_cast<double>(temperature));
     total += p[i];
   }
   double target = uniform * total;
@@ -116,7 +128,7 @@ Result<std::string> Generator::Generate(const GenerateOptions& options) {
   for (int64_t k = 0; k < options.max_new_tokens; ++k) {
     const std::vector<float> logits = NextLogits(ids);
     const double uniform = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1)
-    ids.push_back(SampleToken(logits, limit, options.temperature, uniform));
+    ids.push_back(SampleToken(logits, limit, options.temperature, uniform, options.top_k));
   }
   return ByteTokenizer::Decode(ids);
 }

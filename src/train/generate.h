@@ -29,6 +29,7 @@ struct GenerateOptions {
   std::string prompt;
   int64_t max_new_tokens = 200;
   float temperature = 0.0F;  // 0: greedy (argmax, lowest id on ties)
+  int64_t top_k = 0;         // temperature > 0: draw among the k most likely ids only (0: all)
   uint64_t seed = 0;         // sampling stream (temperature > 0)
   int64_t context = 0;       // window length T; 0: model.max_seq_len
 };
@@ -68,9 +69,10 @@ class Generator {
 };
 
 // Picks the next id from logits (V) over ids [0, limit): argmax when temperature is 0, else a draw
-// from softmax(logits / temperature) using `uniform` in [0, 1).
-int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperature,
-                    double uniform);
+// from softmax(logits / temperature) using `uniform` in [0, 1), restricted to the ids whose logit
+// is at least the top_k-th largest when top_k > 0 (ties at that value all stay).
+int32_t SampleToken(std::span<const float> logits, int64_t limit, float temperature, double uniform,
+                    int64_t top_k = 0);
 
 // Convenience for the CLI: a CpuBackend, a Generator, the checkpoint, Generate. `loaded`, when
 // given, receives LoadCheckpoint's description.

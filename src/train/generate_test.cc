@@ -184,5 +184,20 @@ TEST(Generate, SampleTokenGreedyAndTemperature) {
   EXPECT_EQ(SampleToken(logits, 3, 1.0F, (1.0 + std::exp(2.0) + 0.5) / total), 2);
 }
 
+TEST(Generate, SampleTokenTopKDrawsOnlyAmongTheKMostLikely) {
+  const std::vector<float> logits = {0.0F, 2.0F, 1.0F, 5.0F};
+  // Top 2 of {0, 2, 1, 5}: ids 3 and 1, p = e^5, e^2 / (e^5 + e^2), in id order 1 then 3.
+  const double total = std::exp(2.0) + std::exp(5.0);
+  for (double u : {0.0, 0.3, 0.6, 0.999}) {
+    const int32_t id = SampleToken(logits, 4, 1.0F, u, 2);
+    EXPECT_TRUE(id == 1 || id == 3) << u;
+  }
+  EXPECT_EQ(SampleToken(logits, 4, 1.0F, 0.5 * std::exp(2.0) / total, 2), 1);
+  EXPECT_EQ(SampleToken(logits, 4, 1.0F, (std::exp(2.0) + 1.0) / total, 2), 3);
+  // k >= the candidates: no restriction.
+  const double all = 1.0 + std::exp(2.0) + std::exp(1.0);
+  EXPECT_EQ(SampleToken(logits, 3, 1.0F, 0.5 / all, 3), 0);
+}
+
 }  // namespace
 }  // namespace motley::train

@@ -1,7 +1,7 @@
 // LossSpikeDetector: flags a training step whose loss jumps far above its recent trend, so that
-// the progress line and the metrics file can point at it (DESIGN.md §7, observability). A flag is
-// a report, never an action: the step has been taken already (non-finite losses and gradients are
-// what the training loops skip).
+// the progress line and the metrics file can point at it (docs/architecture.md §7, observability).
+// A flag is a report, never an action: the step has been taken already (non-finite losses and
+// gradients are what the training loops skip).
 //
 // Rule: the detector keeps an exponentially weighted mean and variance of the losses it has seen
 // (weight `alpha` for the newest). After `warmup` observations, a loss is a spike when

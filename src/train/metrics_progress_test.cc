@@ -84,41 +84,88 @@ TEST(MetricsTest, UnwritablePathIsAnErrorNamingIt) {
   EXPECT_NE(writer.status().message().find("/nonexistent-dir/m.jsonl"), std::string::npos);
 }
 
+ProgressStep Line(int64_t step) {
+  ProgressStep s;
+  s.step = step;
+  s.loss = 2.5;
+  s.lr = 3e-4;
+  s.grad_norm = 0.75;
+  s.tokens = 1024;
+  s.wall_step_s = 0.5;
+  return s;
+}
+
 TEST(ProgressTest, PlainModePrintsEveryNStepsAndTheLast) {
   std::FILE* f = std::tmpfile();
   ASSERT_NE(f, nullptr);
-  ProgressReporter progress(f, /*interactive=*/false, /*total_steps=*/25, /*every=*/10);
-  for (int64_t s = 1; s <= 25; ++s) progress.Update(Sample(s), 0.1 * static_cast<double>(s));
+  ProgressReporter progress(f, /*interactive=*/false, /*first_step=*/1, /*total_steps=*/25,
+                            /*every=*/10);
+  for (int64_t s = 1; s <= 25; ++s) progress.Update(Line(s), 0.1 * static_cast<double>(s));
   progress.Note("step 25: val_loss 2.0000");
   progress.Finish();
   const std::string out = ReadAll(f);
   std::fclose(f);
   EXPECT_EQ(out.find('\r'), std::string::npos);
-  EXPECT_NE(out.find("step 1/25 "), std::string::npos) << out;
-  EXPECT_NE(out.find("step 10/25 "), std::string::npos) << out;
-  EXPECT_NE(out.find("step 20/25 "), std::string::npos) << out;
-  EXPECT_NE(out.find("step 25/25 "), std::string::npos) << out;
+  EXPECT_NE(out.find("step 1/25 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("step 10/25 | loss 2.5000 | lr 3.00e-04 | norm 0.750 | 2048 tok/s | ETA 2s\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("step 20/25 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("step 25/25 |"), std::string::npos) << out;
   EXPECT_EQ(out.find("step 11/25 "), std::string::npos) << out;
   EXPECT_NE(out.find("val_loss 2.0000\n"), std::string::npos);
   // 4 progress lines + 1 note.
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 5);
 }
 
+// A resumed run counts its ETA from its own first step; an emulated run shows both rates; a
+// flagged step always prints, also between intervals.
+TEST(ProgressTest, PlainModeResumeEmulatedRateAndFlags) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  ProgressReporter progress(f, /*interactive=*/false, /*first_step=*/11, /*total_steps=*/20,
+                            /*every=*/5);
+  for (int64_t s = 11; s <= 20; ++s) {
+    ProgressStep p = Line(s);
+    p.emulated_tokens_per_s = 312.0;
+    p.mfu = 0.4383;
+    if (s == 13) p.flag = "SKIPPED: non-finite loss or gradient norm";
+    progress.Update(p, 2.0 * static_cast<double>(s - 10));  // 2 s per step
+  }
+  const std::string out = ReadAll(f);
+  std::fclose(f);
+  EXPECT_NE(out.find("step 11/20 | loss 2.5000 | lr 3.00e-04 | norm 0.750 | 2048 tok/s | 312 "
+                     "tok/s virtual | MFU 43.83% | ETA 18s\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("step 13/20 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| SKIPPED: non-finite loss or gradient norm\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("step 15/20 | loss 2.5000 | lr 3.00e-04 | norm 0.750 | 2048 tok/s | 312 "
+                     "tok/s virtual | MFU 43.83% | ETA 10s\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("step 12/20"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 4);  // 11, 13, 15, 20
+}
+
 TEST(ProgressTest, TerminalModeRewritesOneLine) {
   std::FILE* f = std::tmpfile();
   ASSERT_NE(f, nullptr);
-  ProgressReporter progress(f, /*interactive=*/true, /*total_steps=*/4, /*every=*/10);
-  for (int64_t s = 1; s <= 4; ++s) progress.Update(Sample(s), 1.0 * static_cast<double>(s));
+  ProgressReporter progress(f, /*interactive=*/true, /*first_step=*/1, /*total_steps=*/4,
+                            /*every=*/10);
+  for (int64_t s = 1; s <= 4; ++s) progress.Update(Line(s), 1.0 * static_cast<double>(s));
   progress.Finish();
   progress.Finish();  // idempotent
   const std::string out = ReadAll(f);
   std::fclose(f);
   EXPECT_EQ(std::count(out.begin(), out.end(), '\r'), 4);
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1);
-  EXPECT_NE(out.find("step 4/4 [########################] loss 2.5000 | 2.0k tok/s | ETA 0s"),
+  EXPECT_NE(out.find("step 4/4 [####################] loss 2.5000 | 2048 tok/s | ETA 0s"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("step 2/4 [############............]"), std::string::npos) << out;
+  EXPECT_NE(out.find("step 2/4 [##########..........] loss 2.5000 | 2048 tok/s | ETA 2s"),
+            std::string::npos)
+      << out;
 }
 
 TEST(ProgressTest, FormatsDurations) {
@@ -126,6 +173,11 @@ TEST(ProgressTest, FormatsDurations) {
   EXPECT_EQ(ProgressReporter::FormatDuration(245), "4:05");
   EXPECT_EQ(ProgressReporter::FormatDuration(3723), "1:02:03");
   EXPECT_EQ(ProgressReporter::FormatDuration(-1), "?");
+  EXPECT_EQ(ProgressReporter::FormatRate(950), "950");
+  EXPECT_EQ(ProgressReporter::FormatRate(12345), "12.3k");
+  EXPECT_EQ(ProgressReporter::FormatRate(3.4e6), "3.40M");
+  EXPECT_EQ(DefaultLogInterval(80), 4);
+  EXPECT_EQ(DefaultLogInterval(5), 1);
 }
 
 }  // namespace

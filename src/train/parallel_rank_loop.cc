@@ -17,9 +17,10 @@
 namespace motley::train::internal {
 namespace {
 
-// The probe op of a rank the plan leaves out (DESIGN.md §9: a dropped device is measured so that
-// its recovery is seen): one (16 x 128) @ (128 x 128)^T matmul on its emulated backend, timed on
-// its clock, against the time the device type's emulated profile gives it at nominal speed.
+// The probe op of a rank the plan leaves out (docs/architecture.md §9: a dropped device is measured
+// so that its recovery is seen): one (16 x 128) @ (128 x 128)^T matmul on its emulated backend,
+// timed on its clock, against the time the device type's emulated profile gives it at nominal
+// speed.
 class ProbeOp {
  public:
   Probe Run(backend::EmulatedBackend& backend, const parallel::RankClock& clock) {
@@ -102,6 +103,30 @@ SampleRange SamplesOf(const WorldLayout& layout, int r) {
       layout.samples()[static_cast<size_t>(me.pipeline)];
   const int64_t begin = slices.front().begin;
   return {begin, slices.back().begin + slices.back().count - begin};
+}
+
+// The validation loss (the serial loop's: the mean token loss over train.val_batches fixed global
+// batches of the validation split), this rank taking its pipeline's samples of each batch.
+Result<double> Validate(const RunContext& ctx, parallel::ParallelRank& rank,
+                        const SampleRange& samples, int64_t T) {
+  const spec::TrainSpec& train = ctx.run->train;
+  const int64_t global_batch = ctx.layout->global_batch();
+  const auto num_val = static_cast<int64_t>(ctx.data->val.size());
+  std::vector<int32_t> inputs(static_cast<size_t>(samples.count * T));
+  std::vector<int32_t> targets(static_cast<size_t>(samples.count * T));
+  double sum = 0.0;
+  for (int64_t b = 0; b < train.val_batches; ++b) {
+    if (samples.count > 0) {
+      const std::vector<int64_t> offsets =
+          ValidationBatchOffsets(b, train.val_batches, global_batch, T, num_val);
+      const std::span<const int64_t> mine(offsets.data() + samples.begin,
+                                          static_cast<size_t>(samples.count));
+      GatherSamples(ctx.data->val, mine, T, inputs, targets);
+    }
+    MOTLEY_ASSIGN_OR_RETURN(const double loss_sum, rank.Evaluate(inputs, targets));
+    sum += loss_sum;
+  }
+  return sum / static_cast<double>(train.val_batches * global_batch * T);
 }
 
 }  // namespace
@@ -196,6 +221,13 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
       stopping = stopping || all.data<double>()[field] != 0.0;
     }
 
+    // Validation after the update, under the plan the step ran under (before any switch).
+    std::optional<double> val_loss;
+    if (train.val_every > 0 && train.val_batches > 0 &&
+        (step % train.val_every == 0 || step == train.steps)) {
+      MOTLEY_ASSIGN_OR_RETURN(val_loss, Validate(ctx, *state.rank, samples, T));
+    }
+
     // A plan switch at this step boundary (never after the last step or a stop request).
     std::optional<SwitchOutcome> switched;
     if (!stopping && step < train.steps) {
@@ -219,7 +251,7 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
     }
     if (r == ctx.summary_rank) {
       MOTLEY_RETURN_IF_ERROR(ReportStep(ctx, r, switched ? *switched->old : *state.layout, step,
-                                        wall_s, result, all,
+                                        wall_s, result, all, val_loss,
                                         switched ? &switched->record : nullptr));
     }
     if (ctx.save_checkpoints && CheckpointDue(train.checkpoint, step, train.steps, stopping)) {
@@ -227,10 +259,7 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
                               SaveParallelCheckpoint(world, *state.layout, *state.rank, *backend,
                                                      ctx.run->model, train, step));
       if (r == ctx.summary_rank) ctx.summary.last_checkpoint = dir;
-      if (r == 0 && options.out != nullptr) {
-        fmt::print(options.out, "step {}: checkpoint {}\n", step, dir);
-        std::fflush(options.out);
-      }
+      if (r == 0) Note(ctx, fmt::format("step {}: checkpoint {}", step, dir));
     }
     if (stopping) {
       if (r == ctx.summary_rank) {

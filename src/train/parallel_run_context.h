@@ -34,6 +34,7 @@
 #include "train/loss_spike.h"
 #include "train/metrics.h"
 #include "train/parallel_trainer.h"
+#include "train/progress.h"
 
 namespace motley::train::internal {
 
@@ -85,6 +86,10 @@ struct RunContext {
   ParallelTrainSummary summary;
   LossSpikeDetector loss_spikes;  // the summary rank's
   Clock::time_point origin;
+  // Rank 0's progress display (when options->out is set), created at its first step report;
+  // progress_start is when that step began (the ETA's origin).
+  std::optional<ProgressReporter> progress;
+  Clock::time_point progress_start;
 
   // Checkpoints. first_step: 1, or the resumed checkpoint's step + 1. start_from: the checkpoint
   // (or Hugging Face folder) every rank loads before the first step, opened and checked once:
@@ -163,10 +168,13 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
 
 // Rank `r` (the summary rank) records step `step`, run under `layout`, in the summary; rank 0
 // also writes the metrics line and the progress line. `all` holds every rank's gathered fields;
-// `migration` (may be nullptr) is the plan switch that followed the step.
+// `val_loss` the validation loss measured after the step (when it was); `migration` (may be
+// nullptr) is the plan switch that followed the step.
 Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t step, double wall_s,
                   const parallel::RankStepResult& result, const tensor::Tensor& all,
-                  const MigrationRecord* migration);
+                  std::optional<double> val_loss, const MigrationRecord* migration);
+// A line of its own on rank 0's output (through the progress display, which clears its bar).
+void Note(RunContext& ctx, const std::string& line);
 // The summary of the run (and the trace file, and the printed summary, on rank 0).
 Result<ParallelTrainSummary> Finish(RunContext& ctx);
 

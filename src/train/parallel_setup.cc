@@ -10,6 +10,7 @@
 #include "train/flops.h"
 #include "train/memory_check.h"
 #include "train/parallel_run_context.h"
+#include "train/plan_switch.h"
 #include "train/trainer_checkpoint.h"
 #if MOTLEY_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -215,11 +216,12 @@ void PrintHeader(const RunContext& ctx, const spec::Plan& plan, const char* laun
   if (options.out == nullptr) return;
   const spec::TrainSpec& train = ctx.run->train;
   fmt::print(options.out,
-             "parallel run: {} ranks {}, {} pipeline(s), global batch {} x {} tokens, {} steps, "
-             "schedule {}, recompute {}, clock {}\n",
-             ctx.layout->size(), launch, plan.pipelines.size(), ctx.layout->global_batch(),
-             train.seq_len, train.steps, spec::PipelineScheduleName(plan.schedule),
-             spec::RecomputeSummary(plan), ClockName(ctx));
+             "parallel run: plan {}, {} ranks {}, {} pipeline(s), global batch {} x {} tokens, {} "
+             "steps, schedule {}, recompute {}, clock {}\n",
+             PlanName(plan), ctx.layout->size(), launch, plan.pipelines.size(),
+             ctx.layout->global_batch(), train.seq_len, train.steps,
+             spec::PipelineScheduleName(plan.schedule), spec::RecomputeSummary(plan),
+             ClockName(ctx));
   const unsigned cores = std::thread::hardware_concurrency();
   if (ctx.emulated && ctx.clock_mode == VirtualClock::Mode::kWall && cores > 0 &&
       static_cast<unsigned>(ctx.layout->size()) > cores) {

@@ -2,6 +2,8 @@
 // record of each step, rank 0's metrics line (docs/formats/parallel-metrics.md) and progress
 // line, the Chrome trace, and the run's summary.
 #include <algorithm>
+#include <chrono>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -34,7 +36,7 @@ nlohmann::ordered_json MigrationJson(const MigrationRecord& m) {
 nlohmann::ordered_json MetricsLine(const RunContext& ctx, const WorldLayout& layout, int64_t step,
                                    const parallel::RankStepResult& r, bool loss_spike,
                                    const std::vector<double>& all, double step_time_s,
-                                   double wall_s, double virtual_s,
+                                   double wall_s, double virtual_s, std::optional<double> val_loss,
                                    const MigrationRecord* migration) {
   const int64_t tokens = layout.global_batch() * ctx.run->train.seq_len;
   nlohmann::ordered_json j;
@@ -51,6 +53,7 @@ nlohmann::ordered_json MetricsLine(const RunContext& ctx, const WorldLayout& lay
   j["tokens_per_s"] = tps;
   j["gflops"] = ctx.flops_per_token * tps / 1e9;
   if (ctx.peak_flops > 0) j["mfu"] = ctx.flops_per_token * tps / ctx.peak_flops;
+  if (val_loss) j["val_loss"] = *val_loss;
   j["skipped"] = r.skipped;
   j["loss_spike"] = loss_spike;
   j["plan"] = PlanName(layout.plan());
@@ -125,14 +128,21 @@ Status WriteTrace(const RunContext& ctx, const std::string& path) {
 
 }  // namespace
 
+void Note(RunContext& ctx, const std::string& line) {
+  if (ctx.progress) {
+    ctx.progress->Note(line);
+  } else if (ctx.options->out != nullptr) {
+    fmt::print(ctx.options->out, "{}\n", line);
+    std::fflush(ctx.options->out);
+  }
+}
+
 Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t step, double wall_s,
                   const parallel::RankStepResult& result, const tensor::Tensor& all,
-                  const MigrationRecord* migration) {
+                  std::optional<double> val_loss, const MigrationRecord* migration) {
   const spec::TrainSpec& train = ctx.run->train;
   const ParallelTrainerOptions& options = *ctx.options;
   const int64_t T = train.seq_len;
-  const int64_t log_every =
-      options.log_every > 0 ? options.log_every : std::max<int64_t>(1, train.steps / 20);
   double virtual_s = 0.0;
   const double step_time_s = StepTime(ctx, all, wall_s, &virtual_s);
   const bool on_virtual = ctx.emulated && ctx.clock_mode == VirtualClock::Mode::kVirtual;
@@ -147,6 +157,7 @@ Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t ste
   s.step_times_s.push_back(step_time_s);
   s.train_time_s += step_time_s;
   s.wall_time_s += wall_s;
+  if (val_loss) s.val_history.emplace_back(step, *val_loss);
   s.final_plan = PlanName(layout.plan());
   if (migration != nullptr) {
     s.migrations.push_back(*migration);
@@ -159,35 +170,49 @@ Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t ste
   if (ctx.metrics != nullptr) {
     const double* v = all.data<double>();
     const std::vector<double> values(v, v + all.numel());
-    MOTLEY_RETURN_IF_ERROR(ctx.metrics
-                               ->WriteLine(MetricsLine(ctx, layout, step, result, spike, values,
-                                                       step_time_s, wall_s, virtual_s, migration))
-                               .WithContext(fmt::format("step {}", step)));
+    MOTLEY_RETURN_IF_ERROR(
+        ctx.metrics
+            ->WriteLine(MetricsLine(ctx, layout, step, result, spike, values, step_time_s, wall_s,
+                                    virtual_s, val_loss, migration))
+            .WithContext(fmt::format("step {}", step)));
   }
   if (options.out == nullptr) return Status::Ok();
-  if (result.skipped || spike || step % log_every == 0 || step == train.steps) {
-    const double tps = static_cast<double>(tokens) / step_time_s;
-    std::string mfu;
-    if (ctx.peak_flops > 0) {
-      mfu = fmt::format(" | MFU {:.2f}%", 100.0 * ctx.flops_per_token * tps / ctx.peak_flops);
-    }
-    fmt::print(options.out,
-               "step {}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s{}{}{}{}\n", step,
-               train.steps, result.loss, result.lr, result.grad_norm, tps,
-               on_virtual ? " (virtual)" : "", mfu,
-               result.skipped ? " | SKIPPED: non-finite loss or gradient norm" : "",
-               spike ? fmt::format(" | LOSS SPIKE (recent mean {:.4f})", ctx.loss_spikes.mean())
-                     : std::string());
+  if (!ctx.progress) {
+    const bool interactive =
+        options.interactive.value_or(ProgressReporter::IsTerminal(options.out));
+    const int64_t every =
+        options.log_every > 0 ? options.log_every : DefaultLogInterval(train.steps);
+    ctx.progress.emplace(options.out, interactive, ctx.first_step, train.steps, every);
+    ctx.progress_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(wall_s));
   }
+  ProgressStep line;
+  line.step = step;
+  line.loss = result.loss;
+  line.lr = result.lr;
+  line.grad_norm = result.grad_norm;
+  line.tokens = tokens;
+  line.wall_step_s = wall_s;
+  if (on_virtual) line.emulated_tokens_per_s = static_cast<double>(tokens) / step_time_s;
+  if (ctx.peak_flops > 0) {
+    line.mfu = ctx.flops_per_token * static_cast<double>(tokens) / step_time_s / ctx.peak_flops;
+  }
+  if (result.skipped) {
+    line.flag = "SKIPPED: non-finite loss or gradient norm";
+  } else if (spike) {
+    line.flag = fmt::format("LOSS SPIKE (recent mean {:.4f})", ctx.loss_spikes.mean());
+  }
+  ctx.progress->Update(line,
+                       std::chrono::duration<double>(Clock::now() - ctx.progress_start).count());
+  if (val_loss) ctx.progress->Note(fmt::format("step {}: val_loss {:.4f}", step, *val_loss));
   if (migration != nullptr) {
-    fmt::print(options.out,
-               "step {}: plan {} -> {}: migrated {:.3f} MB ({:.3f} MB kept in place) in {:.3f} ms"
-               "{} (transfer {:.3f} ms)\n",
-               step, migration->from, migration->to, static_cast<double>(migration->bytes) / 1e6,
-               static_cast<double>(migration->local_bytes) / 1e6, migration->time_s * 1e3,
-               on_virtual ? " of virtual time" : "", migration->transfer_s * 1e3);
+    ctx.progress->Note(fmt::format(
+        "step {}: plan {} -> {}: migrated {:.3f} MB ({:.3f} MB kept in place) in {:.3f} ms"
+        "{} (transfer {:.3f} ms)",
+        step, migration->from, migration->to, static_cast<double>(migration->bytes) / 1e6,
+        static_cast<double>(migration->local_bytes) / 1e6, migration->time_s * 1e3,
+        on_virtual ? " of virtual time" : "", migration->transfer_s * 1e3));
   }
-  std::fflush(options.out);
   return Status::Ok();
 }
 
@@ -207,6 +232,7 @@ Result<ParallelTrainSummary> Finish(RunContext& ctx) {
   if (!options.trace_path.empty() && ctx.summary_rank == 0) {
     MOTLEY_RETURN_IF_ERROR(WriteTrace(ctx, options.trace_path));
   }
+  if (ctx.progress) ctx.progress->Finish();
   if (options.out != nullptr && ctx.summary_rank == 0) {
     fmt::print(options.out, "{}", FormatParallelSummary(summary));
     std::fflush(options.out);

@@ -1,21 +1,30 @@
 // The hybrid-parallel training loop: runs a run file under a Plan (pipelines of uneven stages,
 // per-stage TP degrees, uneven micro-batches). Two launches:
 //  - TrainParallel: every rank a thread of this process over the `local` communicator, OpenBLAS
-//    set to one thread process-wide (DESIGN.md §6);
+//    set to one thread process-wide (docs/architecture.md §6);
 //  - TrainParallelProcess: this process runs ONE rank over a communicator the caller connects
 //    (the mpi backend under mpiexec: world rank r drives the plan's r-th device, world_layout.h).
 // Each rank is a parallel::ParallelRank with one backend thread; the math is plan-invariant
-// (DESIGN.md §4), so the per-step losses equal those of the serial loop (trainer.h) up to
-// floating-point reassociation.
+// (docs/architecture.md §4), so the per-step losses equal those of the serial loop (trainer.h) up
+// to floating-point reassociation.
 //
-// Emulated clusters (DESIGN.md §6): when the plan's devices are of emulated device types, each
-// rank gets its own VirtualClock and an EmulatedBackend with its device type's profile and memory
-// capacity, and the communicator charges every transfer on that clock over the link class the
-// cluster spec puts between the two devices (ClusterSpec::LinkBetween). Clock `virtual` (the
-// default) sleeps nowhere and makes every reported time exact and repeatable; `wall` paces each
-// rank to its emulated time. Step times and tokens/s are then on the emulated clock (virtual: the
-// step's makespan, max over ranks of its end minus min of its start; wall: rank 0's wall time).
+// Emulated clusters (docs/architecture.md §6): when the plan's devices are of emulated device
+// types, each rank gets its own VirtualClock and an EmulatedBackend with its device type's profile
+// and memory capacity, and the communicator charges every transfer on that clock over the link
+// class the cluster spec puts between the two devices (ClusterSpec::LinkBetween). Clock `virtual`
+// (the default) sleeps nowhere and makes every reported time exact and repeatable; `wall` paces
+// each rank to its emulated time. Step times and tokens/s are then on the emulated clock (virtual:
+// the step's makespan, max over ranks of its end minus min of its start; wall: rank 0's wall time).
 // Devices of non-emulated types run on a CpuBackend, timed by the steady clock (clock `host`).
+//
+// Validation (as in the serial loop, trainer.h): every train.val_every steps and after the last
+// step, every rank runs the same train.val_batches fixed global batches of the validation split
+// forward only through its pipeline (ParallelRank::Evaluate); the loss goes to the step's metrics
+// line (`val_loss`), the progress output and the summary. Its time is outside every step time.
+//
+// Progress (progress.h, rank 0 only): one line per step on a terminal, plain lines every
+// log_every steps otherwise, with wall-clock tokens/s, the emulated rate on the virtual clock,
+// and the ETA.
 //
 // Per step, rank 0 gathers every rank's times and writes one JSONL line (docs/formats/
 // parallel-metrics.md): loss, lr, grad norm, tokens/s, MFU, a `skipped` flag, the clock, and
@@ -24,7 +33,7 @@
 // loss or gradient norm is not finite is skipped on every rank and reported (not an error); a
 // loss far above its recent trend is flagged as a spike (loss_spike.h). With
 // a trace path, the actions of chosen steps of every rank go to a Chrome trace (Perfetto JSON,
-// docs/formats/trace.md).
+// docs/formats/parallel-metrics.md, "Chrome trace").
 //
 // Checkpoints (trainer_checkpoint.h; both launches): with train.checkpoint.dir set, after every
 // `every_steps` steps, after the last step and at the step boundary after a SIGTERM or a first
@@ -39,8 +48,8 @@
 // on one file system. Options::resume loads a checkpoint written under any plan (or serially) into
 // every rank and continues at its step + 1.
 //
-// Plan switches (DESIGN.md §9; the entry point of the re-plan controller): after each step,
-// rank 0 asks Options::plan_switch (or looks the step up in Options::plan_switches) for a new
+// Plan switches (docs/architecture.md §9; the entry point of the re-plan controller): after each
+// step, rank 0 asks Options::plan_switch (or looks the step up in Options::plan_switches) for a new
 // plan; the answer is broadcast to every rank. A new plan must pass CheckPlanForRun and use only
 // devices of the running world (the devices of the plan the run started with; the world size
 // never changes); a device it leaves out idles (it joins the world's collectives, trains nothing)
@@ -123,7 +132,8 @@ struct PlanSwitch {
 
 struct ParallelTrainerOptions {
   std::FILE* out = stdout;    // progress lines and summary; nullptr: silent
-  int64_t log_every = 0;      // progress line every N steps; 0: steps / 20, at least 1
+  int64_t log_every = 0;      // plain progress line every N steps; 0: steps / 20, at least 1
+  std::optional<bool> interactive;  // progress bar with '\r'; unset: whether `out` is a terminal
   std::string metrics_path;   // JSONL; empty: train.metrics_path (empty too: none)
   std::string trace_path;     // Chrome trace JSON; empty: none
   std::vector<int64_t> trace_steps;  // steps to trace (1-based); empty with trace_path: step 1
@@ -188,6 +198,9 @@ struct ParallelTrainSummary {
   int64_t first_step = 1;              // the first of them (checkpoint step + 1 on resume)
   int ranks = 0;
   std::vector<double> losses;          // per step, index step - first_step
+  // (step, validation loss) every train.val_every steps and after the last step (val_every 0:
+  // none); the loss over train.val_batches fixed batches of the validation split, as serially.
+  std::vector<std::pair<int64_t, double>> val_history;
   std::string last_checkpoint;         // folder of the last checkpoint saved; empty: none
   bool stopped = false;                // ended early on SIGTERM or SIGINT (after saving)
   std::string stop_signal;             // "SIGTERM" or "SIGINT" when stopped

@@ -27,13 +27,17 @@ std::string FormatParallelSummary(const ParallelTrainSummary& s) {
                              s.migrations.size(), static_cast<double>(s.migration_bytes) / 1e6,
                              s.migration_time_s * 1e3, clock, s.final_plan);
   }
+  const std::string val =
+      s.val_history.empty() ? ""
+                            : fmt::format(", validation {:.4f} (step {})",
+                                          s.val_history.back().second, s.val_history.back().first);
   return fmt::format(
-      "done: {} steps on {} ranks, {} tokens in {:.3f} s{}{}\n"
-      "loss: first step {:.4f}, final {:.4f}; skipped steps: {}\n"
-      "throughput ({} clock): {:.0f} tokens/s, {:.2f} GFLOP/s achieved, MFU {:.2f}%\n{}",
-      s.steps, s.ranks, s.tokens, s.train_time_s, clock, wall,
-      s.losses.empty() ? 0.0 : s.losses.front(), s.losses.empty() ? 0.0 : s.losses.back(), skipped,
-      s.clock, s.tokens_per_s, s.gflops, 100.0 * s.mfu, migrations);
+      "done: {} steps on {} ranks, {} tokens in {:.3f} s{}{}: {:.0f} tokens/s, {:.2f} GFLOP/s "
+      "achieved, MFU {:.2f}% ({} clock)\n"
+      "loss: first step {:.4f}, final {:.4f}{}; skipped steps: {}\n{}",
+      s.steps, s.ranks, s.tokens, s.train_time_s, clock, wall, s.tokens_per_s, s.gflops,
+      100.0 * s.mfu, s.clock, s.losses.empty() ? 0.0 : s.losses.front(),
+      s.losses.empty() ? 0.0 : s.losses.back(), val, skipped, migrations);
 }
 
 std::string FormatPlanComparison(const std::vector<std::string>& labels,

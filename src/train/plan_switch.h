@@ -1,7 +1,7 @@
-// Plan switches of the parallel trainer at a step boundary (parallel_trainer.h, DESIGN.md §9):
-// agreeing on rank 0's decision, and one rank's switch -- snapshot of its state, rebuild of its
-// ParallelRank under the new plan, direct migration of parameters and AdamW moments
-// (parallel/migration.h) -- with the record of the switch gathered from every rank.
+// Plan switches of the parallel trainer at a step boundary (parallel_trainer.h,
+// docs/architecture.md §9): agreeing on rank 0's decision, and one rank's switch -- snapshot of its
+// state, rebuild of its ParallelRank under the new plan, direct migration of parameters and AdamW
+// moments (parallel/migration.h) -- with the record of the switch gathered from every rank.
 //
 // Ownership: functions borrow their arguments for the call; SwitchPlan replaces the rank and
 // layout held by `state` and hands the old layout back. Thread safety: one rank's thread; both

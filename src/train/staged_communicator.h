@@ -4,7 +4,7 @@
 // shape and dtype before a send or collective and back after a receive or collective (through
 // the rank's Backend); host tensors pass through untouched. Peers see ordinary host messages, so
 // a GPU stage and CPU stages of one pipeline exchange activations and gradients unchanged
-// (DESIGN.md §7: "cross-kind pipeline traffic is a staged send/recv").
+// (docs/architecture.md §7: "cross-kind pipeline traffic is a staged send/recv").
 //
 // Split returns children staged the same way (owning the inner child), so TP and DP groups built
 // from a staged world stage too. Cost: one device-host copy per transfer and a host allocation per

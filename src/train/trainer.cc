@@ -173,9 +173,11 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
   const bool interactive =
       options.out != nullptr && options.interactive.value_or(ProgressReporter::IsTerminal(out));
   const int64_t log_every =
-      options.log_every > 0 ? options.log_every : std::max<int64_t>(1, train.steps / 20);
+      options.log_every > 0 ? options.log_every : DefaultLogInterval(train.steps);
   std::optional<ProgressReporter> progress;
-  if (options.out != nullptr) progress.emplace(out, interactive, train.steps, log_every);
+  if (options.out != nullptr) {
+    progress.emplace(out, interactive, first_step, train.steps, log_every);
+  }
 
   MicroBatchBuffers buf{backend.Empty(tensor::Shape{mb_size, seq_len}, tensor::DType::kI32),
                         backend.Empty(tensor::Shape{mb_size, seq_len}, tensor::DType::kI32)};
@@ -245,7 +247,14 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
     if (sm.loss_spike) summary.loss_spike_steps.push_back(step);
     if (metrics) MOTLEY_RETURN_IF_ERROR(metrics->Write(sm));
     if (progress) {
-      progress->Update(sm, SecondsSince(run_start));
+      ProgressStep line;
+      line.step = step;
+      line.loss = loss;
+      line.lr = lr;
+      line.grad_norm = sm.grad_norm;
+      line.tokens = tokens_per_step;
+      line.wall_step_s = sm.step_time_s;
+      progress->Update(line, SecondsSince(run_start));
       if (sm.loss_spike) {
         progress->Note(fmt::format("step {}: LOSS SPIKE: loss {:.4f}, recent mean {:.4f}", step,
                                    loss, loss_spikes.mean()));

@@ -1,11 +1,12 @@
 // The single-device training loop: one CpuBackend with the run's thread count, one model Stage
 // holding every block plus the embedding and the head, and AdamW. Each step samples the step's
 // global batch from (seed, step) (batch_sampler.h), runs it as `micro_batches` forward/backward
-// passes that accumulate gradients with loss scale 1 / (B*T) (DESIGN §4), clips by global norm and
-// takes one AdamW step on the warm-up + cosine schedule. Validation loss on fixed batches of the
-// validation split every train.val_every steps and after the last step. Per-step metrics go to the
-// JSONL file train.metrics_path (docs/formats/metrics.md); progress and a final summary go to
-// `out`. This loop is the oracle that every parallel plan's trajectory is compared with.
+// passes that accumulate gradients with loss scale 1 / (B*T) (docs/architecture.md §4), clips by
+// global norm and takes one AdamW step on the warm-up + cosine schedule. Validation loss on fixed
+// batches of the validation split every train.val_every steps and after the last step. Per-step
+// metrics go to the JSONL file train.metrics_path (docs/formats/metrics.md); progress and a final
+// summary go to `out`. This loop is the oracle that every parallel plan's trajectory is compared
+// with.
 //
 // Checkpoints (trainer_checkpoint.h, when train.checkpoint.dir is set): saved after every
 // `every_steps` steps, after the last step, and at the step boundary after a SIGTERM or a first

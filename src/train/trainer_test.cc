@@ -1,6 +1,7 @@
 // Tests of the single-device training loop: it learns the shipped corpus (validation loss well
 // below the byte-unigram entropy), splitting the batch into micro-batches leaves the trajectory
-// unchanged (DESIGN §4), runs are deterministic, metrics are written, and divergence is an error.
+// unchanged (docs/architecture.md §4), runs are deterministic, metrics are written, and divergence
+// is an error.
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -139,7 +140,7 @@ TEST(TrainerTest, WritesMetricsAndPrintsSummary) {
   std::string printed;
   for (int ch = 0; (ch = std::fgetc(out)) != EOF;) printed.push_back(static_cast<char>(ch));
   std::fclose(out);
-  EXPECT_NE(printed.find("step 2/5 loss"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("step 2/5 | loss"), std::string::npos) << printed;
   EXPECT_NE(printed.find("step 4: val_loss"), std::string::npos) << printed;
   EXPECT_NE(printed.find("done: 5 steps, 1280 tokens"), std::string::npos) << printed;
   EXPECT_NE(printed.find("GFLOP/s achieved"), std::string::npos) << printed;

@@ -1,5 +1,5 @@
-// The parallel trainer on emulated devices (DESIGN.md §6, issue 4): every rank an EmulatedBackend
-// on its own virtual clock, transfers charged over the cluster's link classes.
+// The parallel trainer on emulated devices (docs/architecture.md §6, issue 4): every rank an
+// EmulatedBackend on its own virtual clock, transfers charged over the cluster's link classes.
 //  - the acceptance check on the shipped example (examples/runs/hetero-4.yaml: 2 devices at 3x
 //    and 2 at 1x): the balanced plan takes less virtual time per step than the uniform split,
 //    and virtual times are exact (a second run repeats them bit for bit);
@@ -124,7 +124,7 @@ TEST(EmulatedTrainerTest, WallClockModeTrainsTheSameMath) {
 }
 
 TEST(EmulatedTrainerTest, DevicePastItsMemoryCapacityIsAClearError) {
-  spec::RunFile run = TinyRunOn(EmulatedClusterYaml("64 KiB"), 2);
+  spec::RunFile run = TinyRunOn(EmulatedClusterYaml("1 MiB"), 2);
   const spec::Plan plan = MakePlan({Pipeline({Stage(0, 4, true, true, {0})}, 2, 3),
                                     Pipeline({Stage(0, 4, true, true, {2})}, 2, 3)},
                                    "oom-plan");

@@ -70,8 +70,8 @@ islands:
   - {name: all, nodes: [n0, n1], link: eth}
 )";
 
-// An emulated cluster (DESIGN.md §6) of 2 fast devices and 4 devices 4x slower, in two nodes.
-// `memory` is the capacity of the slow devices.
+// An emulated cluster (docs/architecture.md §6) of 2 fast devices and 4 devices 4x slower, in two
+// nodes. `memory` is the capacity of the slow devices.
 inline std::string EmulatedClusterYaml(const std::string& slow_memory = "1 GiB") {
   return R"(
 name: emulated-two-speed

@@ -1,6 +1,6 @@
-// Plan invariance (DESIGN.md §4, issue 4 acceptance): the tiny model trained 20 steps under very
-// different plans, with every rank a thread over the `local` communicator, gives the per-step
-// losses of the serial single-device loop within 1e-5 relative (fp32). Also: the per-step
+// Plan invariance (docs/architecture.md §4, issue 4 acceptance): the tiny model trained 20 steps
+// under very different plans, with every rank a thread over the `local` communicator, gives the
+// per-step losses of the serial single-device loop within 1e-5 relative (fp32). Also: the per-step
 // metrics and the Chrome trace of a run, and the skipping of a step with NaN gradients.
 #include <algorithm>
 #include <cmath>

@@ -11,10 +11,10 @@
 // use their own count. Results of every non-BLAS op are bitwise identical for any thread count:
 // reductions use a fixed blocking that does not depend on the number of threads.
 // BLAS threads are NOT set by the constructor: OpenBLAS's thread count is process-wide; call
-// SetBlasThreads once per process (1 when ranks are threads of one process, DESIGN.md §6).
-// Idle libgomp workers spin after each region and OpenBLAS workers spin between calls, so the two
-// pools compete for the same cores; on a loaded 2-core machine OMP_WAIT_POLICY=passive (set in the
-// environment before start) ran a 2-thread block step faster than the default
+// SetBlasThreads once per process (1 when ranks are threads of one process, docs/architecture.md
+// §6). Idle libgomp workers spin after each region and OpenBLAS workers spin between calls, so the
+// two pools compete for the same cores; on a loaded 2-core machine OMP_WAIT_POLICY=passive (set in
+// the environment before start) ran a 2-thread block step faster than the default
 // (docs/backend-cpu.md).
 //
 // Memory: Empty/Zeros return 64-byte-aligned host memory whose Device is {kCpu, index}.

@@ -145,7 +145,8 @@ TEST(CpuBackendTest, OneAndTwoThreadsGiveIdenticalResults) {
 TEST(CpuBackendTest, RanksAsThreadsOfOneProcessEachUseTheirOwnTeam) {
   // Two ranks (std::threads) with 2 OpenMP threads each, at the same time, as the local
   // communicator runs them; each must get exactly the single-rank results.
-  // BLAS runs single-threaded inside each rank (OpenBLAS's count is process-wide, DESIGN.md §6).
+  // BLAS runs single-threaded inside each rank (OpenBLAS's count is process-wide,
+  // docs/architecture.md §6).
   const int saved_blas = BlasThreads();
   SetBlasThreads(1);
   auto run = [](CpuBackend& be) {

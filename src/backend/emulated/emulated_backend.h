@@ -1,6 +1,6 @@
-// EmulatedBackend: a device of an emulated cluster (DESIGN.md §6). Every op runs on a real
-// CpuBackend, so the numbers are exactly the CPU's, and is then charged on the rank's VirtualClock
-// the time the device type's emulated profile implies:
+// EmulatedBackend: a device of an emulated cluster (docs/architecture.md §6). Every op runs on a
+// real CpuBackend, so the numbers are exactly the CPU's, and is then charged on the rank's
+// VirtualClock the time the device type's emulated profile implies:
 //   dt = max(flops / (flops_per_s * rate), bytes / (memory_bandwidth * rate))
 // with FLOPs and bytes from the one cost table (op_costs.h). On a kVirtual clock nothing sleeps;
 // on a kWall clock VirtualClock::Advance sleeps to the absolute deadline, carrying overshoot

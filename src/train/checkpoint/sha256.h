@@ -1,7 +1,7 @@
 // SHA-256 (NIST FIPS 180-4, "Secure Hash Standard", August 2015, §6.2), for the per-file
-// checksums of checkpoints (DESIGN.md §10). Written here to avoid a crypto dependency; checked
-// against the FIPS 180-4 example vectors (sha256_test.cc). Not constant-time: integrity only.
-// Thread safety: a Sha256 object is thread-compatible; the free functions are thread-safe.
+// checksums of checkpoints (docs/architecture.md §10). Written here to avoid a crypto dependency;
+// checked against the FIPS 180-4 example vectors (sha256_test.cc). Not constant-time: integrity
+// only. Thread safety: a Sha256 object is thread-compatible; the free functions are thread-safe.
 #pragma once
 
 #include <array>
