@@ -36,6 +36,47 @@ std::string NameList(const std::vector<T>& items) {
 
 bool PositiveFinite(double v) { return std::isfinite(v) && v > 0; }
 
+// The compute-model fields of a device type (cluster_spec.h).
+Status CheckCalibration(const DeviceType& t, const Where& where, const std::string& at) {
+  if (!std::isfinite(t.achievable_memory_bandwidth) || t.achievable_memory_bandwidth < 0 ||
+      t.achievable_memory_bandwidth > t.memory_bandwidth) {
+    return where.Error(at + ".achievable_memory_bandwidth",
+                       fmt::format("must be in (0, memory_bandwidth = {}], got {}",
+                                   t.memory_bandwidth, t.achievable_memory_bandwidth));
+  }
+  if (t.compute_units < 0 || t.compute_units > 1 << 20) {
+    return where.Error(at + ".compute_units",
+                       fmt::format("must be in [1, 2^20], got {}", t.compute_units));
+  }
+  if (!std::isfinite(t.kernel_launch_s) || t.kernel_launch_s < 0 || t.kernel_launch_s > 1) {
+    return where.Error(at + ".kernel_launch",
+                       fmt::format("must be in [0, 1] s, got {}", t.kernel_launch_s));
+  }
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    const double e = t.GemmEfficiency(p);
+    if (!(e > 0 && e <= 1)) {
+      return where.Error(fmt::format("{}.gemm_efficiency.{}", at, PrecisionName(p)),
+                         fmt::format("must be in (0, 1], got {}", e));
+    }
+    for (const GemmTile& tile : t.GemmTiles(p)) {
+      if (tile.m <= 0 || tile.n <= 0 || tile.m > 4096 || tile.n > 4096) {
+        return where.Error(
+            fmt::format("{}.gemm_tiles.{}", at, PrecisionName(p)),
+            fmt::format("tile sides must be in [1, 4096], got {}x{}", tile.m, tile.n));
+      }
+    }
+  }
+  if (!(t.gemm_overlap >= 0 && t.gemm_overlap <= 1)) {
+    return where.Error(at + ".gemm_overlap",
+                       fmt::format("must be in [0, 1], got {}", t.gemm_overlap));
+  }
+  if (!(t.attention_efficiency >= 0 && t.attention_efficiency <= 1)) {
+    return where.Error(at + ".attention_efficiency",
+                       fmt::format("must be in (0, 1], got {}", t.attention_efficiency));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const std::vector<std::string>& KnownVendors() {
@@ -52,7 +93,8 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
 
   std::map<std::string, int, std::less<>> type_index;
   for (size_t i = 0; i < device_types.size(); ++i) {
-    const DeviceType& t = device_types[i];
+    DeviceType& t = device_types[i];
+    if (t.peak_fp16_flops == 0) t.peak_fp16_flops = t.peak_bf16_flops;  // built without one
     const std::string at = fmt::format("device_types[{}]", i);
     if (t.name.empty()) return where.Error(at + ".name", "must not be empty");
     if (!type_index.emplace(t.name, static_cast<int>(i)).second) {
@@ -71,6 +113,10 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
       return where.Error(at + ".peak_flops.bf16", fmt::format("must be positive, got {}",
                                                               t.peak_bf16_flops));
     }
+    if (!PositiveFinite(t.peak_fp16_flops)) {
+      return where.Error(at + ".peak_flops.fp16",
+                         fmt::format("must be positive, got {}", t.peak_fp16_flops));
+    }
     if (!PositiveFinite(t.memory_bytes)) {
       return where.Error(at + ".memory", fmt::format("must be positive, got {}", t.memory_bytes));
     }
@@ -78,6 +124,7 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
       return where.Error(at + ".memory_bandwidth",
                          fmt::format("must be positive, got {}", t.memory_bandwidth));
     }
+    MOTLEY_RETURN_IF_ERROR(CheckCalibration(t, where, at));
     if (t.emulated) {
       if (!PositiveFinite(t.emulated->flops_per_s)) {
         return where.Error(at + ".emulated.flops",
