@@ -31,6 +31,8 @@ Result<ClockChoice> ParseClockChoice(const std::string& text) {
 
 Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan) {
   MOTLEY_RETURN_IF_ERROR(spec::ValidatePlan(plan, run.cluster, run.model, run.train));
+  MOTLEY_RETURN_IF_ERROR(spec::CheckRuntimeRunsKernels(
+      run.train, (run.path.empty() ? std::string("run") : run.path) + ": train"));
   if (plan.recompute != spec::Recompute::kNone) {
     return Err("{}: recompute: '{}' is not implemented by the runtime (it keeps every activation); "
                "use 'none', or plan with `motley plan` on a cluster with more memory",
