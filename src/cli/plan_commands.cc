@@ -179,8 +179,8 @@ void AddCommon(CLI::App* cmd, CommonArgs* args, bool with_plan) {
         ->required();
   }
   cmd->add_option("--profile", args->profile_path,
-                  "Measured per-block times (docs/formats/profile.md); without it the roofline "
-                  "with an efficiency curve is used")
+                  "Measured per-block times (docs/formats/profile.md); without it the analytical "
+                  "compute model of the device types is used")
       ->type_name("PROFILE.json");
   cmd->add_option("--straggler", args->stragglers,
                   "Straggler rate of a device, e.g. --straggler 3=2.5 (device 3 runs 2.5x slower); "
