@@ -41,7 +41,7 @@ struct DeviceType {
   std::string preset;                // the preset it started from ("" = none)
   FlopsPerSecond peak_fp32_flops = 0;
   FlopsPerSecond peak_bf16_flops = 0;
-  FlopsPerSecond peak_fp16_flops = 0;
+  FlopsPerSecond peak_fp16_flops = 0;  // left 0 in code: Finalize() takes the bf16 figure
   Bytes memory_bytes = 0;            // device memory capacity (enforced when emulated)
   BytesPerSecond memory_bandwidth = 0;
   // Compute-model calibration.
