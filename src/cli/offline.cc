@@ -48,7 +48,7 @@ Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::strin
                                              const std::vector<std::string>& stragglers) {
   auto o = std::make_unique<Offline>();
   o->run = std::move(run);
-  o->settings = perf::DefaultSettings(o->run.cluster);
+  o->settings = perf::DefaultSettings(o->run.cluster, o->run.train);
   o->roofline =
       std::make_unique<perf::RooflineComputeModel>(o->run.cluster, o->run.model, o->settings);
   const perf::ComputeModel* compute = o->roofline.get();

@@ -1,7 +1,9 @@
 // What the offline commands (`motley plan`, `predict`, `simulate`) and `motley train --auto-plan`
 // share: a run's predictor (the emulated op-cost model on an all-emulated cluster, a measured
-// profile when given, else the roofline with its efficiency curve) and the planner call that
-// `motley plan` makes, so that `train --auto-plan` trains exactly the plan `plan` writes.
+// profile when given, else the analytical kernel model perf::RooflineComputeModel; settings from
+// the cluster and the run file's train.precision / attention / sequence_parallel) and the planner
+// call that `motley plan` makes, so that `train --auto-plan` trains exactly the plan `plan`
+// writes.
 //
 // Ownership: an Offline owns the run and every model the predictor references; keep it alive
 // while the predictor is used. Thread safety: none needed (one command at a time).

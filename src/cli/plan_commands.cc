@@ -227,8 +227,8 @@ void AddCommon(CLI::App* cmd, CommonArgs* args, bool with_plan) {
         ->required();
   }
   cmd->add_option("--profile", args->profile_path,
-                  "Measured per-block times (docs/formats/profile.md); without it the roofline "
-                  "with an efficiency curve is used")
+                  "Measured per-block times (docs/formats/profile.md); without it the analytical "
+                  "compute model of the device types is used")
       ->type_name("PROFILE.json");
   cmd->add_option("--straggler", args->stragglers,
                   "Slow down a device by a factor >= 1, e.g. --straggler 3=2.5 (device 3 runs "

@@ -403,6 +403,12 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
   if (!run.ok()) {
     return Fail("train", run.status());
   }
+  if (Status kernels = spec::CheckRuntimeRunsKernels(
+          run->train,
+          (args.run_path.empty() ? std::string("default run") : args.run_path) + ": train");
+      !kernels.ok()) {
+    return Fail("train", kernels);
+  }
   spec::TrainSpec& train = run->train;
   if (cmd.count("--steps") > 0) train.steps = args.steps;
   if (cmd.count("--metrics") > 0) train.metrics_path = args.metrics_path;

@@ -23,7 +23,7 @@ ElasticLoop::ElasticLoop(const spec::RunFile& run, const spec::Plan& initial,
                          std::FILE* progress,
                          const std::function<void(straggler::CoordinatorOptions&)>& tune)
     : run_(run), progress_(progress) {
-  settings_ = perf::DefaultSettings(run_.cluster);
+  settings_ = perf::DefaultSettings(run_.cluster, run_.train);
   compute_ = std::make_unique<perf::RooflineComputeModel>(run_.cluster, run_.model, settings_);
   predictor_ = std::make_unique<perf::Predictor>(run_.cluster, run_.model, run_.train, *compute_,
                                                  settings_);

@@ -2,67 +2,20 @@
 #include "perf/cluster_presets.h"
 
 #include "core/check.h"
+#include "spec/device_presets.h"
 
 namespace motley::perf {
 
 spec::DeviceType PresetDeviceType(const std::string& name) {
-  spec::DeviceType t;
-  t.name = name;
-  t.vendor = "cuda";
-  if (name == "a100-80g") {
-    t.peak_bf16_flops = 312e12;
-    t.peak_fp32_flops = 19.5e12;
-    t.memory_bytes = 80 * kGB;
-    t.memory_bandwidth = 2.039e12;
-  } else if (name == "a100-40g") {
-    t.peak_bf16_flops = 312e12;
-    t.peak_fp32_flops = 19.5e12;
-    t.memory_bytes = 40 * kGB;
-    t.memory_bandwidth = 1.555e12;
-  } else if (name == "h100") {
-    t.peak_bf16_flops = 989e12;
-    t.peak_fp32_flops = 67e12;
-    t.memory_bytes = 80 * kGB;
-    t.memory_bandwidth = 3.35e12;
-  } else if (name == "mi250x") {
-    t.vendor = "rocm";
-    t.peak_bf16_flops = 383e12;
-    t.peak_fp32_flops = 47.9e12;
-    t.memory_bytes = 128 * kGB;
-    t.memory_bandwidth = 3.2e12;
-  } else if (name == "910b") {
-    t.vendor = "ascend";
-    t.peak_bf16_flops = 320e12;
-    t.peak_fp32_flops = 80e12;
-    t.memory_bytes = 64 * kGB;
-    t.memory_bandwidth = 1.6e12;
-  } else {
-    MOTLEY_CHECK(false, "unknown preset device type " + name);
-  }
-  return t;
+  Result<spec::DeviceType> t = spec::PresetDeviceType(name);
+  MOTLEY_CHECK(t.ok(), t.status().message());
+  return *std::move(t);
 }
 
 spec::LinkClass PresetLinkClass(const std::string& name) {
-  spec::LinkClass l;
-  l.name = name;
-  if (name == "nvlink") {
-    l = {name, 2e-6, 300e9, 0.8};
-  } else if (name == "xgmi") {
-    l = {name, 2e-6, 100e9, 0.8};
-  } else if (name == "hccs") {
-    l = {name, 2e-6, 56e9, 0.8};
-  } else if (name == "ib-hdr") {
-    l = {name, 5e-6, 25e9, 0.9};
-  } else if (name == "roce-100g") {
-    l = {name, 8e-6, 12.5e9, 0.85};
-  } else if (name == "eth-25g") {
-    l = {name, 30e-6, 3.125e9, 0.8};
-  } else if (name == "wan-10g") {
-    l = {name, 100e-6, 1.25e9, 0.7};
-  } else {
-    MOTLEY_CHECK(false, "unknown preset link class " + name);
-  }
-  return l;
+  Result<spec::LinkClass> l = spec::PresetLinkClass(name);
+  MOTLEY_CHECK(l.ok(), l.status().message());
+  return *std::move(l);
 }
 
 Result<spec::ClusterSpec> MakeCluster(const std::string& name, const std::vector<NodeGroup>& groups,
@@ -120,7 +73,7 @@ Result<spec::ClusterSpec> MakeThreeTypeCluster(int total_devices) {
 Result<spec::ClusterSpec> MakeTwoVendorCluster768() {
   return MakeCluster("two-vendor-768",
                      {{"a100", "a100-80g", 16, 8, "nvlink", "ib-hdr"},
-                      {"ascend", "910b", 80, 8, "hccs", "roce-100g"}},
+                      {"ascend", "ascend-910b", 80, 8, "hccs", "roce-100g"}},
                      "roce-100g");
 }
 

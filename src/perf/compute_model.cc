@@ -16,108 +16,244 @@ Seconds ComputeModel::ZeroGrads(int /*device_type*/, double /*params*/) const { 
 Seconds ComputeModel::GradNorm(int /*device_type*/, double /*params*/) const { return 0; }
 Seconds ComputeModel::GradStaging(int /*device_type*/, double /*params*/) const { return 0; }
 
-double EfficiencyCurve::At(Flops flops) const {
-  for (const auto& [threshold, eff] : steps) {
-    if (flops >= threshold) return eff;
-  }
-  return below;
+namespace {
+
+Kernel Gemm(const char* name, double m, double n, double k, double batch = 1) {
+  Kernel kernel;
+  kernel.kind = Kernel::Kind::kGemm;
+  kernel.name = name;
+  kernel.gemm = {m, n, k, batch};
+  return kernel;
 }
 
-double EfficiencyCurve::Max() const {
-  double best = below;
-  for (const auto& step : steps) best = std::max(best, step.second);
-  return best;
+Kernel Stream(const char* name, Bytes bytes) {
+  Kernel kernel;
+  kernel.kind = Kernel::Kind::kStream;
+  kernel.name = name;
+  kernel.bytes = bytes;
+  return kernel;
+}
+
+Kernel Fused(const char* name, Flops flops, Bytes bytes) {
+  Kernel kernel;
+  kernel.kind = Kernel::Kind::kFusedAttention;
+  kernel.name = name;
+  kernel.flops = flops;
+  kernel.bytes = bytes;
+  return kernel;
+}
+
+// Appends the input-gradient and weight-gradient GEMMs of a forward GEMM (m, n, k).
+void BackwardGemms(const Kernel& fwd, std::vector<Kernel>* out) {
+  const GemmShape& g = fwd.gemm;
+  out->push_back(Gemm(fwd.name, g.m, g.k, g.n, g.batch));  // dX = dY W^T
+  out->push_back(Gemm(fwd.name, g.k, g.n, g.m, g.batch));  // dW = X^T dY
+}
+
+// Shapes of one block on one TP rank (letters as in flops.h).
+struct Dims {
+  double n = 0;     // tokens b*s
+  double n_sp = 0;  // tokens of the norms and residual adds (n / tp under sequence parallelism)
+  double b = 0, s = 0, h = 0, hs = 0, kv = 0, f = 0, t = 0;
+  double heads = 0;  // a / tp
+  double e = 0;      // bytes per element
+};
+
+Dims DimsOf(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
+            const PerfSettings& settings) {
+  MOTLEY_CHECK(tp >= 1 && b >= 1 && s >= 1, "compute model needs positive b, s and tp");
+  Dims d;
+  d.t = tp;
+  d.b = static_cast<double>(b);
+  d.s = static_cast<double>(s);
+  d.n = d.b * d.s;
+  d.n_sp = settings.sequence_parallel ? d.n / d.t : d.n;
+  d.h = static_cast<double>(model.hidden);
+  d.hs = static_cast<double>(model.head_size());
+  d.kv = static_cast<double>(model.num_kv_heads * model.head_size());
+  d.f = static_cast<double>(model.ffn_hidden);
+  d.heads = static_cast<double>(model.num_heads) / d.t;
+  d.e = ActivationElementBytes(settings);
+  return d;
+}
+
+// Forward FLOPs of the attention products of one rank (the full s x s square, perf/flops.h's
+// convention); a fused causal kernel performs half of them.
+Flops AttentionSquareFlops(const Dims& d) {
+  return 4.0 * d.b * d.heads * d.s * d.s * d.hs;
+}
+
+void AttentionForward(const Dims& d, bool fused, std::vector<Kernel>* out) {
+  if (fused) {
+    const Bytes bytes = (2.0 * d.n * d.h / d.t + 2.0 * d.n * d.kv / d.t) * d.e;  // q, o, k, v
+    out->push_back(Fused("flash attention", 0.5 * AttentionSquareFlops(d), bytes));
+    return;
+  }
+  const double heads = d.b * d.heads;
+  out->push_back(Gemm("attention scores", d.s, d.s, d.hs, heads));
+  out->push_back(Stream("softmax", 2.0 * heads * d.s * d.s * d.e));
+  out->push_back(Gemm("attention context", d.s, d.hs, d.s, heads));
+}
+
+void AttentionBackward(const Dims& d, bool fused, std::vector<Kernel>* out) {
+  if (fused) {
+    const Bytes bytes = (3.0 * d.n * d.h / d.t + 2.0 * d.n * d.kv / d.t) * d.e * 2.0;
+    out->push_back(Fused("flash attention backward", 2.5 * 0.5 * AttentionSquareFlops(d), bytes));
+    return;
+  }
+  const double heads = d.b * d.heads;
+  out->push_back(Gemm("attention dP = dO V^T", d.s, d.s, d.hs, heads));
+  out->push_back(Gemm("attention dV = P^T dO", d.s, d.hs, d.s, heads));
+  out->push_back(Stream("softmax backward", 3.0 * heads * d.s * d.s * d.e));
+  out->push_back(Gemm("attention dQ = dS K", d.s, d.hs, d.s, heads));
+  out->push_back(Gemm("attention dK = dS^T Q", d.s, d.hs, d.s, heads));
+}
+
+}  // namespace
+
+PassKernels BlockKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
+                         const PerfSettings& settings) {
+  const Dims d = DimsOf(model, b, s, tp, settings);
+  const bool fused = settings.flash_attention;
+  const Kernel qkv = Gemm("qkv", d.n, (d.h + 2.0 * d.kv) / d.t, d.h);
+  const Kernel out = Gemm("attention output", d.n, d.h, d.h / d.t);
+  const Kernel gate_up = Gemm("gate/up", d.n, 2.0 * d.f / d.t, d.h);
+  const Kernel down = Gemm("down", d.n, d.h, d.f / d.t);
+  const Kernel norm = Stream("rmsnorm", 2.0 * d.n_sp * d.h * d.e);
+  const Kernel residual = Stream("residual add", 3.0 * d.n_sp * d.h * d.e);
+  const Kernel rope = Stream("rope", 2.0 * d.n * (d.h + d.kv) / d.t * d.e);
+  const Kernel swiglu = Stream("swiglu", 3.0 * d.n * d.f / d.t * d.e);
+  PassKernels k;
+  k.forward = {norm, qkv, rope};
+  AttentionForward(d, fused, &k.forward);
+  k.forward.insert(k.forward.end(), {out, residual, norm, gate_up, swiglu, down, residual});
+
+  const Kernel norm_bwd = Stream("rmsnorm backward", 3.0 * d.n_sp * d.h * d.e);
+  std::vector<Kernel>& bw = k.backward;
+  BackwardGemms(down, &bw);
+  bw.push_back(Stream("swiglu backward", 5.0 * d.n * d.f / d.t * d.e));
+  BackwardGemms(gate_up, &bw);
+  bw.push_back(norm_bwd);
+  bw.push_back(residual);
+  BackwardGemms(out, &bw);
+  AttentionBackward(d, fused, &bw);
+  bw.push_back(Stream("rope backward", rope.bytes));
+  BackwardGemms(qkv, &bw);
+  bw.push_back(norm_bwd);
+  bw.push_back(residual);
+  return k;
+}
+
+std::vector<Kernel> AttentionCoreKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
+                                         const PerfSettings& settings) {
+  std::vector<Kernel> k;
+  AttentionForward(DimsOf(model, b, s, tp, settings), settings.flash_attention, &k);
+  return k;
+}
+
+PassKernels EmbeddingKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
+                             const PerfSettings& settings) {
+  const Dims d = DimsOf(model, b, s, tp, settings);
+  PassKernels k;
+  k.forward = {Stream("embedding gather", 2.0 * d.n * d.h * d.e)};
+  k.backward = {Stream("embedding scatter-add", 3.0 * d.n * d.h * d.e)};
+  return k;
+}
+
+PassKernels HeadKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
+                        const PerfSettings& settings) {
+  const Dims d = DimsOf(model, b, s, tp, settings);
+  const double v = static_cast<double>(model.vocab_size) / d.t;
+  const Kernel logits = Gemm("lm head", d.n, v, d.h);
+  PassKernels k;
+  k.forward = {Stream("final rmsnorm", 2.0 * d.n_sp * d.h * d.e), logits,
+               Stream("cross-entropy", 3.0 * d.n * v * 4.0)};
+  k.backward = {Stream("cross-entropy backward", 2.0 * d.n * v * 4.0)};
+  BackwardGemms(logits, &k.backward);
+  k.backward.push_back(Stream("final rmsnorm backward", 3.0 * d.n_sp * d.h * d.e));
+  return k;
+}
+
+Seconds KernelTime(const KernelRates& rates, const Kernel& kernel) {
+  switch (kernel.kind) {
+    case Kernel::Kind::kGemm: return GemmTime(rates, kernel.gemm);
+    case Kernel::Kind::kStream: return StreamTime(rates, kernel.bytes);
+    case Kernel::Kind::kFusedAttention:
+      return FusedAttentionTime(rates, kernel.flops, kernel.bytes);
+  }
+  return 0;
+}
+
+Seconds KernelsTime(const KernelRates& rates, const std::vector<Kernel>& kernels) {
+  Seconds total = 0;
+  for (const Kernel& k : kernels) total += KernelTime(rates, k);
+  return total;
 }
 
 RooflineComputeModel::RooflineComputeModel(const spec::ClusterSpec& cluster,
                                            const spec::ModelSpec& model,
-                                           const PerfSettings& settings, EfficiencyCurve curve)
-    : model_(model), settings_(settings), curve_(std::move(curve)) {
+                                           const PerfSettings& settings)
+    : model_(model), settings_(settings) {
   for (const spec::DeviceType& type : cluster.device_types) {
-    TypeSpeed speed;
-    speed.peak = type.PeakFlops(settings.precision);
-    if (speed.peak <= 0) speed.peak = type.peak_fp32_flops;
-    speed.memory_bandwidth = type.memory_bandwidth;
-    MOTLEY_CHECK(speed.peak > 0 && speed.memory_bandwidth > 0,
-                 "device type '" + type.name + "' needs a positive peak and memory bandwidth");
-    speeds_.push_back(speed);
+    rates_.push_back(KernelRates::Of(type, settings.precision));
   }
 }
 
-const RooflineComputeModel::TypeSpeed& RooflineComputeModel::Speed(int device_type) const {
-  MOTLEY_CHECK(device_type >= 0 && device_type < static_cast<int>(speeds_.size()),
+const KernelRates& RooflineComputeModel::Rates(int device_type) const {
+  MOTLEY_CHECK(device_type >= 0 && device_type < static_cast<int>(rates_.size()),
                "device type index out of range");
-  return speeds_[static_cast<size_t>(device_type)];
+  return rates_[static_cast<size_t>(device_type)];
 }
 
-Seconds RooflineComputeModel::MatmulTime(const TypeSpeed& speed, const MatmulShape& mm,
-                                         double batch) const {
-  const double elem = ActivationElementBytes(settings_);
-  const Flops flops = mm.flops() * batch;
-  const double bytes = (mm.m * mm.k + mm.k * mm.n + mm.m * mm.n) * elem * batch;
-  return std::max(flops / (speed.peak * curve_.At(flops)), bytes / speed.memory_bandwidth);
+PassTimes RooflineComputeModel::Cached(Part part, int device_type, int tp, int64_t b,
+                                       int64_t s) const {
+  const auto key = std::make_tuple(part, device_type, tp, b, s);
+  {
+    const std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  const KernelRates& r = Rates(device_type);
+  PassKernels k;
+  switch (part) {
+    case Part::kBlock: k = BlockKernels(model_, b, s, tp, settings_); break;
+    case Part::kEmbedding: k = EmbeddingKernels(model_, b, s, tp, settings_); break;
+    case Part::kHead: k = HeadKernels(model_, b, s, tp, settings_); break;
+    case Part::kAttentionCore: k.forward = AttentionCoreKernels(model_, b, s, tp, settings_); break;
+  }
+  const PassTimes t{KernelsTime(r, k.forward), KernelsTime(r, k.backward)};
+  const std::lock_guard<std::mutex> lock(cache_mutex_);
+  cache_.emplace(key, t);
+  return t;
 }
 
 PassTimes RooflineComputeModel::Block(int device_type, int tp, int64_t b, int64_t s) const {
-  const TypeSpeed& speed = Speed(device_type);
-  const BlockMatmuls mm = BlockForwardMatmuls(model_, b, s, tp);
-  Seconds matmul = MatmulTime(speed, mm.qkv, 1) + MatmulTime(speed, mm.out, 1) +
-                   MatmulTime(speed, mm.gate_up, 1) + MatmulTime(speed, mm.down, 1) +
-                   MatmulTime(speed, mm.scores, mm.head_batch) +
-                   MatmulTime(speed, mm.context, mm.head_batch);
-  // Elementwise bytes per forward (read + write), per TP rank: two RMSNorms (4nh) and two residual
-  // adds (6nh), split across ranks under sequence parallelism; RoPE on q and k; SwiGLU (3nF/t);
-  // softmax over the score tensor when attention is not fused (read, write, mask: 3*b*a*s*s/t).
-  const double t = tp;
-  const double n = static_cast<double>(b * s);
-  const double h = static_cast<double>(model_.hidden);
-  const double kv = static_cast<double>(model_.num_kv_heads * model_.head_size());
-  const double ffn = static_cast<double>(model_.ffn_hidden);
-  double elems = 10.0 * n * h / (settings_.sequence_parallel ? t : 1.0);
-  elems += 2.0 * n * (h + kv) / t + 3.0 * n * ffn / t;
-  if (!settings_.flash_attention) {
-    elems += 3.0 * static_cast<double>(b) * static_cast<double>(model_.num_heads) *
-             static_cast<double>(s) * static_cast<double>(s) / t;
-  }
-  const Seconds elementwise = elems * ActivationElementBytes(settings_) / speed.memory_bandwidth;
-  const Seconds forward = matmul + elementwise;
-  return {forward, 2.0 * forward};
+  return Cached(Part::kBlock, device_type, tp, b, s);
 }
 
 Seconds RooflineComputeModel::AttentionRecompute(int device_type, int tp, int64_t b,
                                                  int64_t s) const {
-  const TypeSpeed& speed = Speed(device_type);
-  const BlockMatmuls mm = BlockForwardMatmuls(model_, b, s, tp);
-  return MatmulTime(speed, mm.scores, mm.head_batch) + MatmulTime(speed, mm.context, mm.head_batch);
+  return Cached(Part::kAttentionCore, device_type, tp, b, s).forward_s;
 }
 
 PassTimes RooflineComputeModel::Embedding(int device_type, int tp, int64_t b, int64_t s) const {
-  const TypeSpeed& speed = Speed(device_type);
-  // Lookup: read rows and write the activation (2*n*h); backward scatter-adds the same amount.
-  const double bytes = 2.0 * static_cast<double>(b * s) * static_cast<double>(model_.hidden) *
-                       ActivationElementBytes(settings_) / (settings_.sequence_parallel ? tp : 1);
-  const Seconds t = bytes / speed.memory_bandwidth;
-  return {t, t};
+  return Cached(Part::kEmbedding, device_type, tp, b, s);
 }
 
 PassTimes RooflineComputeModel::Head(int device_type, int tp, int64_t b, int64_t s) const {
-  const TypeSpeed& speed = Speed(device_type);
-  const double n = static_cast<double>(b * s);
-  const MatmulShape logits{n, static_cast<double>(model_.vocab_size) / tp,
-                           static_cast<double>(model_.hidden)};
-  // Cross-entropy in fp32 over this rank's vocabulary slice: read logits, write probabilities and
-  // read them back (3 passes forward, 2 backward).
-  const double ce = n * static_cast<double>(model_.vocab_size) / tp * 4.0;
-  const Seconds mm = MatmulTime(speed, logits, 1);
-  return {mm + 3.0 * ce / speed.memory_bandwidth, 2.0 * mm + 2.0 * ce / speed.memory_bandwidth};
+  return Cached(Part::kHead, device_type, tp, b, s);
 }
 
 Seconds RooflineComputeModel::OptimizerStep(int device_type, double params) const {
-  // Bytes touched per parameter by AdamW: mixed precision reads bf16 weight and grad, fp32 master
-  // and two moments and writes them back (2+2+4+4+4 read, 4+4+4+2 written = 30); fp32 reads 4
-  // tensors and writes 3 (28). performance-model.md: "roughly 16-30 bytes touched per parameter".
-  const double bytes = settings_.precision == spec::Precision::kFp32 ? 28.0 : 30.0;
-  return params * bytes / Speed(device_type).memory_bandwidth;
+  // The whole per-step work of a parameter, as memory-bound passes (bytes read + written):
+  // mixed precision casts the 16-bit gradient to an fp32 main gradient (2 + 4), reads it for the
+  // global norm (4), runs AdamW on the fp32 master and moments (read p, g, m, v: 16; write p, m,
+  // v: 12), casts the master back to the 16-bit weight (4 + 2) and zeroes the 16-bit gradient
+  // (2): 46 bytes. fp32: norm (4), AdamW (28), zeroing (4): 36 bytes. The passes are fused
+  // multi-tensor kernels (Megatron-LM's and apex's optimizers): one launch each, 5 and 3.
+  const bool fp32 = settings_.precision == spec::Precision::kFp32;
+  const KernelRates& r = Rates(device_type);
+  return (fp32 ? 3.0 : 5.0) * r.launch_s + params * (fp32 ? 36.0 : 46.0) / r.achievable_bandwidth;
 }
 
 ProfiledComputeModel::ProfiledComputeModel(Profile profile, const spec::ClusterSpec& cluster,

@@ -1,6 +1,10 @@
 // Compute cost models (docs/architecture.md §8): the time of one transformer block, the embedding
 // and the LM head, forward and backward, for one micro-batch on one device of a TP group.
 // Tensor-parallel communication is not included (the predictor adds it from the link classes).
+// Three implementations: RooflineComputeModel (below: the analytical kernel model, for any
+// device), ProfiledComputeModel (measured by `motley profile`; overrides the analytical model
+// where it has entries) and EmulatedComputeModel (emulated_compute_model.h: the runtime's own op
+// costs on emulated devices).
 //
 // Contract: ComputeModel implementations are immutable after construction; all methods are const
 // and thread-safe. `device_type` indexes ClusterSpec::device_types of the cluster the model was
@@ -9,10 +13,13 @@
 #pragma once
 
 #include <cstdint>
-#include <utility>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "core/units.h"
+#include "perf/compute_model_kernels.h"
 #include "perf/flops.h"
 #include "perf/profile.h"
 #include "perf/settings.h"
@@ -52,44 +59,81 @@ class ComputeModel {
   virtual Seconds GradStaging(int device_type, double params) const;
 };
 
-// Achieved fraction of peak FLOP/s as a step function of one matmul's FLOPs. Default steps from
-// Calculon (Isaev et al. SC'23) for A100, as quoted in performance-model.md: >= 128 GFLOP -> 0.99,
-// >= 16 -> 0.90, >= 1 -> 0.60; smaller matmuls also get 0.60 and are usually limited by the
-// memory roofline instead (an assumption, not from the source).
-struct EfficiencyCurve {
-  std::vector<std::pair<Flops, double>> steps = {{128e9, 0.99}, {16e9, 0.90}, {1e9, 0.60}};
-  double below = 0.60;
-  double At(Flops flops) const;
-  double Max() const;  // the best efficiency of the curve (for the compute bound)
+// One kernel of a pass, as the analytical model times it (compute_model_kernels.h).
+struct Kernel {
+  enum class Kind { kGemm, kStream, kFusedAttention };
+  Kind kind = Kind::kStream;
+  const char* name = "";
+  GemmShape gemm;   // kGemm
+  Flops flops = 0;  // kFusedAttention: the FLOPs it performs
+  Bytes bytes = 0;  // kStream and kFusedAttention: bytes read plus written
+};
+struct PassKernels {
+  std::vector<Kernel> forward;
+  std::vector<Kernel> backward;
 };
 
-// Roofline with an efficiency curve: each matmul takes max(FLOPs / (peak * eff), bytes / memory
-// bandwidth); the memory-bound elementwise ops (norms, residuals, RoPE, SwiGLU, softmax without
-// fused attention, cross-entropy) take bytes / memory bandwidth. Backward: twice the forward.
+// The kernels of one Llama block on one of `tp` TP ranks for a micro-batch of b sequences of s
+// tokens (n = b*s; element bytes e from settings.precision; with sequence parallelism the
+// norms and residual adds run on n/tp tokens). Forward: RMSNorm, fused QKV GEMM, RoPE on q and k,
+// attention, output projection, residual add, RMSNorm, fused gate/up GEMM, SwiGLU, down GEMM,
+// residual add. Attention unfused (settings.flash_attention false): the scores GEMM batched over
+// b*a/tp heads, a fused scale-mask-softmax (read and write the s x s scores), the context GEMM;
+// fused: one kernel performing the causal half of 4*b*(a/tp)*s^2*hs FLOPs. Backward: every GEMM
+// (m, n, k) becomes its input gradient (m, k, n) and weight gradient (k, n, m); the unfused
+// attention four batched GEMMs and the softmax backward (read probabilities and their gradient,
+// write the scores' gradient); the fused one a kernel of 2.5x the forward FLOPs (FlashAttention-2's
+// count, with its recompute); each memory-bound kernel its backward (norm: read x and dy, write
+// dx; residual: one add; SwiGLU: read gate, up and dy, write two gradients; RoPE: as forward).
+PassKernels BlockKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
+                         const PerfSettings& settings);
+// The forward kernels that selective recompute repeats: the attention core (scores, softmax,
+// context; or the fused kernel).
+std::vector<Kernel> AttentionCoreKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
+                                         const PerfSettings& settings);
+// Token embedding: a gather (read rows, write the (n, h) activation) and its scatter-add.
+PassKernels EmbeddingKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
+                             const PerfSettings& settings);
+// Final RMSNorm, the LM head GEMM over this rank's V/tp vocabulary rows, and the softmax cross-
+// entropy in fp32 (forward: read logits, write probabilities, read them back; backward: two
+// passes), with the backward GEMMs and norm.
+PassKernels HeadKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
+                        const PerfSettings& settings);
+
+// Time of one kernel, and of a list run back to back, on a device with these rates.
+Seconds KernelTime(const KernelRates& rates, const Kernel& kernel);
+Seconds KernelsTime(const KernelRates& rates, const std::vector<Kernel>& kernels);
+
+// The analytical compute model (named for the roofline each kernel is: the larger of its
+// compute and memory time): every pass is its kernels above, each timed by the formulas of
+// compute_model_kernels.h with the device type's calibration (spec::DeviceType; presets fill it
+// from spec/device_presets.h). Thread-safe (an internal cache is locked). The optimizer step (with the gradient zeroing and norm it folds in)
+// is its bytes at the achievable bandwidth.
 class RooflineComputeModel final : public ComputeModel {
  public:
   RooflineComputeModel(const spec::ClusterSpec& cluster, const spec::ModelSpec& model,
-                       const PerfSettings& settings, EfficiencyCurve curve = {});
+                       const PerfSettings& settings);
   PassTimes Block(int device_type, int tp, int64_t b, int64_t s) const override;
   Seconds AttentionRecompute(int device_type, int tp, int64_t b, int64_t s) const override;
   PassTimes Embedding(int device_type, int tp, int64_t b, int64_t s) const override;
   PassTimes Head(int device_type, int tp, int64_t b, int64_t s) const override;
-  // Memory-bound AdamW: bytes touched per parameter / memory bandwidth (see compute_model.cc).
+  // Memory-bound: bytes touched per parameter / achievable bandwidth (compute_model.cc), the
+  // zeroing and norm passes included (ZeroGrads and GradNorm stay 0).
   Seconds OptimizerStep(int device_type, double params) const override;
-  const EfficiencyCurve& curve() const { return curve_; }
+  // The rates the kernels of `device_type` run at (the run's precision).
+  const KernelRates& Rates(int device_type) const;
 
  private:
-  struct TypeSpeed {
-    FlopsPerSecond peak = 0;
-    BytesPerSecond memory_bandwidth = 0;
-  };
-  Seconds MatmulTime(const TypeSpeed& speed, const MatmulShape& mm, double batch) const;
-  const TypeSpeed& Speed(int device_type) const;
+  enum class Part { kBlock, kEmbedding, kHead, kAttentionCore };
+  // The pass times of a part, computed once per (part, type, tp, b, s) and then remembered (the
+  // planner asks for the same shapes many times); the cache is guarded by a mutex.
+  PassTimes Cached(Part part, int device_type, int tp, int64_t b, int64_t s) const;
 
   spec::ModelSpec model_;
   PerfSettings settings_;
-  EfficiencyCurve curve_;
-  std::vector<TypeSpeed> speeds_;
+  std::vector<KernelRates> rates_;
+  mutable std::mutex cache_mutex_;
+  mutable std::map<std::tuple<Part, int, int, int64_t, int64_t>, PassTimes> cache_;
 };
 
 // Measured per-block times from a profile (docs/formats/profile.md) where an entry matches the

@@ -1,6 +1,6 @@
 // Tests of the iteration-time predictor: the pipeline closed form, uniform plans on homogeneous and
 // heterogeneous clusters, stragglers, memory violations, data-parallel placement, and the GPT-3
-// 175B anchor (MFU consistency and the predicted time against the published 13.75 s).
+// 175B anchor (model FLOPs, MFU consistency, a compute lower bound, the cost of recompute).
 #include "perf/predictor.h"
 
 #include <gtest/gtest.h>
@@ -66,11 +66,22 @@ TEST(PredictorTest, Gpt3On64A100Anchor) {
   const Prediction p = predictor.Predict(*plan);
   EXPECT_NEAR(p.model_flops / 1.411e17, 1.0, 1e-3);
   EXPECT_NEAR(p.mfu, Mfu(p.model_flops, p.iteration_s, 64 * 312e12), 1e-12);
-  // The roofline (Calculon's efficiency steps, no kernel launch or framework overheads) must be
-  // faster than Megatron's measured 13.75 s, but not absurdly so; the number is printed for the
-  // record (10.15 s when written: 26% optimistic; a measured profile closes that gap).
-  EXPECT_LT(p.iteration_s, 13.75);
-  EXPECT_GT(p.iteration_s, 13.75 * 0.6);
+  // No bound on the published 13.75 s (a right model may be slower or faster; the published
+  // runs are checked by bench/published_runs.py). Behaviour: no plan beats every device running
+  // its model FLOPs at the GEMM efficiency of the preset, and recompute costs time in the
+  // documented order (none < selective, which repeats the attention core, < full).
+  const double eff = s.cluster.device_types[0].GemmEfficiency(settings.precision);
+  EXPECT_GT(p.iteration_s, p.model_flops / (64 * 312e12 * eff));
+  spec::Plan none = *plan;
+  none.recompute = spec::Recompute::kNone;
+  spec::Plan full = *plan;
+  full.recompute = spec::Recompute::kFull;
+  const Seconds t_none = predictor.Predict(none).iteration_s;
+  const Seconds t_full = predictor.Predict(full).iteration_s;
+  EXPECT_LT(t_none, p.iteration_s);
+  EXPECT_LT(p.iteration_s, t_full);
+  // Full recompute repeats every block forward (no longer than its backward) once.
+  EXPECT_LT(t_full, t_none * 1.5);
   std::printf("GPT-3 175B, 64 A100, TP8 PP8, B=64: predicted %.2f s, MFU %.1f%% (published 13.75 s, 51.4%%)\n",
               p.iteration_s, 100 * p.mfu);
   EXPECT_TRUE(p.fits_memory) << p.memory_violation;

@@ -21,6 +21,14 @@ PerfSettings DefaultSettings(const spec::ClusterSpec& cluster) {
   return settings;
 }
 
+PerfSettings DefaultSettings(const spec::ClusterSpec& cluster, const spec::TrainSpec& train) {
+  PerfSettings settings = DefaultSettings(cluster);
+  if (train.precision) settings.precision = *train.precision;
+  if (train.attention) settings.flash_attention = *train.attention == spec::Attention::kFused;
+  if (train.sequence_parallel) settings.sequence_parallel = *train.sequence_parallel;
+  return settings;
+}
+
 double ActivationElementBytes(const PerfSettings& settings) {
   return settings.precision == spec::Precision::kFp32 ? 4.0 : 2.0;
 }

@@ -1,16 +1,19 @@
 // PerfSettings: the numeric and kernel choices that the cost models share (precision, sequence
-// parallelism, fused attention), and the byte sizes that follow from them. Plain value type.
+// parallelism, fused attention), and the byte sizes that follow from them. A run file may set
+// the first three (train.precision, train.attention, train.sequence_parallel;
+// docs/formats/run-file.md); the rest follow from the cluster. Plain value type.
 #pragma once
 
 #include "spec/cluster_spec.h"
 #include "spec/plan.h"
+#include "spec/train_spec.h"
 
 namespace motley::perf {
 
 struct PerfSettings {
-  // kBf16: mixed precision (16-bit weights and activations, fp32 master weights and Adam moments;
-  // 16 bytes of state per parameter). kFp32: everything fp32 (also 16 bytes: 4 weights, 4 grads,
-  // 8 moments), as the CPU backend trains.
+  // kBf16 / kFp16: mixed precision (16-bit weights and activations, fp32 master weights and Adam
+  // moments; 16 bytes of state per parameter). kFp32: everything fp32 (also 16 bytes: 4 weights,
+  // 4 grads, 8 moments), as the CPU backend trains.
   spec::Precision precision = spec::Precision::kBf16;
   bool sequence_parallel = true;  // Megatron SP: norms/dropout activations split across TP ranks
   bool flash_attention = true;    // fused attention: no s x s score tensor stored or streamed
@@ -31,8 +34,11 @@ struct PerfSettings {
 // with link emulation): no NIC contention, ring collectives, no SP and no fused attention (the
 // CPU kernels have neither).
 PerfSettings DefaultSettings(const spec::ClusterSpec& cluster);
+// The cluster's defaults with the run's own choices (train.precision, train.attention,
+// train.sequence_parallel) where it makes them.
+PerfSettings DefaultSettings(const spec::ClusterSpec& cluster, const spec::TrainSpec& train);
 
-// Bytes of one activation / weight element in the compute precision (2 or 4).
+// Bytes of one activation / weight element in the compute precision (2, or 4 for fp32).
 double ActivationElementBytes(const PerfSettings& settings);
 // Bytes per gradient element as it is all-reduced across data-parallel ranks (2 or 4).
 double GradientElementBytes(const PerfSettings& settings);

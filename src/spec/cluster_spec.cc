@@ -49,6 +49,47 @@ std::string OutOfRange(double v, double lo, double hi, std::string_view range,
 constexpr const char* kFlopsRange = "[1 MFLOP/s, 1 EFLOP/s]";
 constexpr const char* kBandwidthRange = "[1 kB/s, 1 PB/s]";
 
+// The compute-model fields of a device type (cluster_spec.h).
+Status CheckCalibration(const DeviceType& t, const Where& where, const std::string& at) {
+  if (!std::isfinite(t.achievable_memory_bandwidth) || t.achievable_memory_bandwidth < 0 ||
+      t.achievable_memory_bandwidth > t.memory_bandwidth) {
+    return where.Error(at + ".achievable_memory_bandwidth",
+                       fmt::format("must be in (0, memory_bandwidth = {}], got {}",
+                                   t.memory_bandwidth, t.achievable_memory_bandwidth));
+  }
+  if (t.compute_units < 0 || t.compute_units > 1 << 20) {
+    return where.Error(at + ".compute_units",
+                       fmt::format("must be in [1, 2^20], got {}", t.compute_units));
+  }
+  if (!std::isfinite(t.kernel_launch_s) || t.kernel_launch_s < 0 || t.kernel_launch_s > 1) {
+    return where.Error(at + ".kernel_launch",
+                       fmt::format("must be in [0, 1] s, got {}", t.kernel_launch_s));
+  }
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    const double e = t.GemmEfficiency(p);
+    if (!(e > 0 && e <= 1)) {
+      return where.Error(fmt::format("{}.gemm_efficiency.{}", at, PrecisionName(p)),
+                         fmt::format("must be in (0, 1], got {}", e));
+    }
+    for (const GemmTile& tile : t.GemmTiles(p)) {
+      if (tile.m <= 0 || tile.n <= 0 || tile.m > 4096 || tile.n > 4096) {
+        return where.Error(
+            fmt::format("{}.gemm_tiles.{}", at, PrecisionName(p)),
+            fmt::format("tile sides must be in [1, 4096], got {}x{}", tile.m, tile.n));
+      }
+    }
+  }
+  if (!(t.gemm_overlap >= 0 && t.gemm_overlap <= 1)) {
+    return where.Error(at + ".gemm_overlap",
+                       fmt::format("must be in [0, 1], got {}", t.gemm_overlap));
+  }
+  if (!(t.attention_efficiency >= 0 && t.attention_efficiency <= 1)) {
+    return where.Error(at + ".attention_efficiency",
+                       fmt::format("must be in (0, 1], got {}", t.attention_efficiency));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const std::vector<std::string>& KnownVendors() {
@@ -65,7 +106,8 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
 
   std::map<std::string, int, std::less<>> type_index;
   for (size_t i = 0; i < device_types.size(); ++i) {
-    const DeviceType& t = device_types[i];
+    DeviceType& t = device_types[i];
+    if (t.peak_fp16_flops == 0) t.peak_fp16_flops = t.peak_bf16_flops;  // built without one
     const std::string at = fmt::format("device_types[{}]", i);
     if (t.name.empty()) return where.Error(at + ".name", "must not be empty");
     if (!type_index.emplace(t.name, static_cast<int>(i)).second) {
@@ -89,6 +131,8 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
          kFlopsRange, "FLOP/s"},
         {true, ".peak_flops.bf16", t.peak_bf16_flops, kMinFlopsPerSecond, kMaxFlopsPerSecond,
          kFlopsRange, "FLOP/s"},
+        {true, ".peak_flops.fp16", t.peak_fp16_flops, kMinFlopsPerSecond, kMaxFlopsPerSecond,
+         kFlopsRange, "FLOP/s"},
         {true, ".memory", t.memory_bytes, kMinMemoryBytes, kMaxMemoryBytes, "[1 MiB, 1 PiB]",
          "bytes"},
         {true, ".memory_bandwidth", t.memory_bandwidth, kMinBandwidth, kMaxBandwidth,
@@ -106,6 +150,7 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
       const std::string reason = OutOfRange(q.value, q.lo, q.hi, q.range, q.unit);
       if (!reason.empty()) return where.Error(at + q.field, reason);
     }
+    MOTLEY_RETURN_IF_ERROR(CheckCalibration(t, where, at));
   }
 
   std::map<std::string, int, std::less<>> link_index;

@@ -4,6 +4,7 @@
 // LinkBetween(a, b). Plain value type; const methods are thread-safe once Finalize() succeeded.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,11 +13,9 @@
 
 #include "core/status.h"
 #include "core/units.h"
+#include "spec/precision.h"
 
 namespace motley::spec {
-
-// Numeric precision a peak FLOP/s figure applies to.
-enum class Precision { kFp32, kBf16 };
 
 // The speed an emulated device pretends to have (docs/architecture.md §6): an op is charged
 // max(FLOPs / flops_per_s, bytes / memory_bandwidth).
@@ -25,17 +24,55 @@ struct EmulatedProfile {
   BytesPerSecond memory_bandwidth = 0;
 };
 
+// One output tile of a GEMM kernel (rows x columns of C) that one compute unit computes.
+struct GemmTile {
+  int m = 0;
+  int n = 0;
+  bool operator==(const GemmTile&) const = default;
+};
+
+// A device type's datasheet figures plus the calibration the compute model reads
+// (perf/compute_model.h). Device presets (spec/device_presets.h) fill every field with a
+// source; a type written without a preset defaults the calibration to an ideal roofline on the
+// figures given (full efficiency, no launch cost, no quantization, the raw memory bandwidth).
 struct DeviceType {
   std::string name;                  // e.g. "a100", "mi250", "cpu-fast"
   std::string vendor;                // vendor stack: one of KnownVendors() ("cpu", "cuda", ...)
+  std::string preset;                // the preset it started from ("" = none)
   FlopsPerSecond peak_fp32_flops = 0;
   FlopsPerSecond peak_bf16_flops = 0;
+  FlopsPerSecond peak_fp16_flops = 0;  // left 0 in code: Finalize() takes the bf16 figure
   Bytes memory_bytes = 0;            // device memory capacity (enforced when emulated)
   BytesPerSecond memory_bandwidth = 0;
+  // Compute-model calibration.
+  BytesPerSecond achievable_memory_bandwidth = 0;  // what streaming kernels reach; 0 = raw
+  int compute_units = 0;        // SMs / CUs / cores a GEMM spreads its tiles over; 0 = none
+  Seconds kernel_launch_s = 0;  // fixed cost of every kernel
+  // Fraction of PeakFlops(p) one compute unit sustains inside a GEMM tile, per precision.
+  std::array<double, kNumPrecisions> gemm_efficiency = {1.0, 1.0, 1.0};
+  // Output tiles the GEMM library chooses from, per precision (it takes the fastest for a
+  // shape); empty = no tile or wave quantization.
+  std::array<std::vector<GemmTile>, kNumPrecisions> gemm_tiles;
+  // Fraction of the shorter of a GEMM's compute and memory times that hides under the longer
+  // (1: a pure roofline, max of the two; 0: they add up).
+  double gemm_overlap = 1.0;
+  // Fraction of PeakFlops(p) a fused (flash) attention kernel sustains; 0 = gemm_efficiency.
+  double attention_efficiency = 0;
   std::optional<EmulatedProfile> emulated;  // set: run on the emulated backend at this speed
 
-  FlopsPerSecond PeakFlops(Precision precision) const {
-    return precision == Precision::kFp32 ? peak_fp32_flops : peak_bf16_flops;
+  FlopsPerSecond PeakFlops(Precision p) const {
+    return p == Precision::kFp32 ? peak_fp32_flops
+                                 : (p == Precision::kBf16 ? peak_bf16_flops : peak_fp16_flops);
+  }
+  double GemmEfficiency(Precision p) const { return gemm_efficiency[PrecisionIndex(p)]; }
+  const std::vector<GemmTile>& GemmTiles(Precision p) const {
+    return gemm_tiles[PrecisionIndex(p)];
+  }
+  double AttentionEfficiency(Precision p) const {
+    return attention_efficiency > 0 ? attention_efficiency : GemmEfficiency(p);
+  }
+  BytesPerSecond AchievableMemoryBandwidth() const {
+    return achievable_memory_bandwidth > 0 ? achievable_memory_bandwidth : memory_bandwidth;
   }
   bool is_emulated() const { return emulated.has_value(); }
 };

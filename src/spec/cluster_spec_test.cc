@@ -77,7 +77,13 @@ TEST(ClusterSpecTest, FlatDeviceListAndLinkBetween) {
 
 ClusterSpec TwoNodeCluster() {
   ClusterSpec c;
-  c.device_types.push_back({"cpu", "cpu", 1e9, 1e9, 1e9, 1e9, std::nullopt});
+  DeviceType cpu;
+  cpu.name = "cpu";
+  cpu.vendor = "cpu";
+  cpu.peak_fp32_flops = cpu.peak_bf16_flops = 1e9;
+  cpu.memory_bytes = 1e9;
+  cpu.memory_bandwidth = 1e9;
+  c.device_types.push_back(cpu);
   c.link_classes.push_back({"shm", 1e-6, 1e9, 1.0});
   c.link_classes.push_back({"net", 1e-5, 1e8, 0.5});
   c.nodes.push_back({"n0", "n0", "cpu", 2, "shm", {}});

@@ -1,5 +1,6 @@
 // Cluster YAML (docs/formats/cluster.md) -> ClusterSpec. References are checked here, with the
 // indices of the YAML entries, before `repeat:` expansion; ClusterSpec::Finalize() checks the rest.
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -10,6 +11,7 @@
 #include "core/file_util.h"
 #include "spec/cluster_spec.h"
 #include "spec/limits.h"
+#include "spec/device_presets.h"
 #include "spec/spec_yaml.h"
 #include "spec/yaml_reader.h"
 
@@ -30,35 +32,157 @@ Result<std::vector<YAML::Node>> ReadList(const MapReader& map, std::string_view 
   return items;
 }
 
+// A quantity read into *out only when the key is present.
+Status OptQuantity(const MapReader& map, std::string_view key, QuantityKind kind, double* out) {
+  if (!map.Has(key)) return Status::Ok();
+  MOTLEY_ASSIGN_OR_RETURN(*out, map.Quantity(key, kind));
+  return Status::Ok();
+}
+
+constexpr Precision kPrecisions[] = {Precision::kFp32, Precision::kBf16, Precision::kFp16};
+
+// `peak_flops`: one rate for every precision, or {fp32, bf16, fp16}. Without a preset fp32 is
+// required, a missing bf16 takes fp32's value and a missing fp16 takes bf16's; over a preset
+// each given key replaces the preset's value.
+Status ParsePeakFlops(const MapReader& map, bool has_preset, DeviceType* t) {
+  if (!map.Has("peak_flops")) {
+    return has_preset ? Status::Ok() : map.MissingError("peak_flops");
+  }
+  const YAML::Node node = map.Get("peak_flops");
+  if (!node.IsMap()) {
+    MOTLEY_ASSIGN_OR_RETURN(const double all,
+                            map.Quantity("peak_flops", QuantityKind::kFlopsPerSecond));
+    t->peak_fp32_flops = t->peak_bf16_flops = t->peak_fp16_flops = all;
+    return Status::Ok();
+  }
+  MOTLEY_ASSIGN_OR_RETURN(const MapReader f,
+                          MapReader::Make(node, map.file(), map.PathOf("peak_flops")));
+  MOTLEY_RETURN_IF_ERROR(f.CheckKeys({"fp32", "bf16", "fp16"}));
+  if (!has_preset) {
+    MOTLEY_ASSIGN_OR_RETURN(t->peak_fp32_flops, f.Quantity("fp32", QuantityKind::kFlopsPerSecond));
+    t->peak_bf16_flops = t->peak_fp32_flops;
+  }
+  MOTLEY_RETURN_IF_ERROR(
+      OptQuantity(f, "fp32", QuantityKind::kFlopsPerSecond, &t->peak_fp32_flops));
+  MOTLEY_RETURN_IF_ERROR(
+      OptQuantity(f, "bf16", QuantityKind::kFlopsPerSecond, &t->peak_bf16_flops));
+  if (!has_preset) t->peak_fp16_flops = t->peak_bf16_flops;
+  return OptQuantity(f, "fp16", QuantityKind::kFlopsPerSecond, &t->peak_fp16_flops);
+}
+
+// `gemm_efficiency`: a number for every precision, or {fp32, bf16, fp16} (keys optional).
+Status ParseGemmEfficiency(const MapReader& map, DeviceType* t) {
+  if (!map.Has("gemm_efficiency")) return Status::Ok();
+  const YAML::Node node = map.Get("gemm_efficiency");
+  if (!node.IsMap()) {
+    double all = 0;
+    MOTLEY_RETURN_IF_ERROR(map.OptDouble("gemm_efficiency", &all));
+    t->gemm_efficiency.fill(all);
+    return Status::Ok();
+  }
+  MOTLEY_ASSIGN_OR_RETURN(const MapReader e,
+                          MapReader::Make(node, map.file(), map.PathOf("gemm_efficiency")));
+  MOTLEY_RETURN_IF_ERROR(e.CheckKeys({"fp32", "bf16", "fp16"}));
+  for (Precision p : kPrecisions) {
+    MOTLEY_RETURN_IF_ERROR(e.OptDouble(PrecisionName(p), &t->gemm_efficiency[PrecisionIndex(p)]));
+  }
+  return Status::Ok();
+}
+
+// A list of "MxN" tiles, e.g. [256x128, 128x128].
+Result<std::vector<GemmTile>> ParseTiles(const YAML::Node& node, const std::string& file,
+                                         const std::string& path) {
+  if (!node.IsSequence()) {
+    return FieldError(file, path, "expected a list of tiles such as [256x128, 128x64]");
+  }
+  std::vector<GemmTile> tiles;
+  for (size_t k = 0; k < node.size(); ++k) {
+    const std::string at = IndexPath(path, k);
+    MOTLEY_ASSIGN_OR_RETURN(const std::string text, ReadString(node[k], file, at));
+    GemmTile tile;
+    char x = 0;
+    char rest = 0;
+    if (std::sscanf(text.c_str(), "%d%c%d%c", &tile.m, &x, &tile.n, &rest) != 3 || x != 'x' ||
+        tile.m <= 0 || tile.n <= 0) {
+      return FieldError(file, at,
+                        fmt::format("expected a tile 'MxN' such as 128x64, got '{}'", text));
+    }
+    tiles.push_back(tile);
+  }
+  return tiles;
+}
+
+// `gemm_tiles`: one list for every precision, or {fp32: [...], bf16: [...], fp16: [...]}.
+Status ParseGemmTiles(const MapReader& map, DeviceType* t) {
+  if (!map.Has("gemm_tiles")) return Status::Ok();
+  const YAML::Node node = map.Get("gemm_tiles");
+  if (!node.IsMap()) {
+    MOTLEY_ASSIGN_OR_RETURN(const std::vector<GemmTile> all,
+                            ParseTiles(node, map.file(), map.PathOf("gemm_tiles")));
+    t->gemm_tiles.fill(all);
+    return Status::Ok();
+  }
+  MOTLEY_ASSIGN_OR_RETURN(const MapReader g,
+                          MapReader::Make(node, map.file(), map.PathOf("gemm_tiles")));
+  MOTLEY_RETURN_IF_ERROR(g.CheckKeys({"fp32", "bf16", "fp16"}));
+  for (Precision p : kPrecisions) {
+    if (!g.Has(PrecisionName(p))) continue;
+    MOTLEY_ASSIGN_OR_RETURN(
+        t->gemm_tiles[PrecisionIndex(p)],
+        ParseTiles(g.Get(PrecisionName(p)), map.file(), g.PathOf(PrecisionName(p))));
+  }
+  return Status::Ok();
+}
+
+// One `device_types:` entry: a preset (docs/formats/cluster.md lists them) with any field
+// overridden, or every required field written out.
 Result<DeviceType> ParseDeviceType(const YAML::Node& node, const std::string& file,
                                    const std::string& path) {
   MOTLEY_ASSIGN_OR_RETURN(const MapReader map, MapReader::Make(node, file, path));
   MOTLEY_RETURN_IF_ERROR(map.CheckKeys(
-      {"name", "vendor", "peak_flops", "memory", "memory_bandwidth", "emulated"}));
+      {"preset", "name", "vendor", "peak_flops", "memory", "memory_bandwidth",
+       "achievable_memory_bandwidth", "compute_units", "kernel_launch", "gemm_efficiency",
+       "gemm_tiles", "gemm_overlap", "attention_efficiency", "emulated"}));
   DeviceType t;
-  MOTLEY_ASSIGN_OR_RETURN(t.name, map.String("name"));
-  MOTLEY_ASSIGN_OR_RETURN(t.vendor, map.String("vendor"));
-  if (!map.Has("peak_flops")) return map.MissingError("peak_flops");
-  const YAML::Node flops = map.Get("peak_flops");
-  if (flops.IsMap()) {
-    MOTLEY_ASSIGN_OR_RETURN(const MapReader f,
-                            MapReader::Make(flops, file, map.PathOf("peak_flops")));
-    MOTLEY_RETURN_IF_ERROR(f.CheckKeys({"fp32", "bf16"}));
-    MOTLEY_ASSIGN_OR_RETURN(t.peak_fp32_flops,
-                            f.Quantity("fp32", QuantityKind::kFlopsPerSecond));
-    t.peak_bf16_flops = t.peak_fp32_flops;
-    if (f.Has("bf16")) {
-      MOTLEY_ASSIGN_OR_RETURN(t.peak_bf16_flops,
-                              f.Quantity("bf16", QuantityKind::kFlopsPerSecond));
-    }
+  const bool has_preset = map.Has("preset");
+  if (has_preset) {
+    MOTLEY_ASSIGN_OR_RETURN(const std::string preset, map.String("preset"));
+    Result<DeviceType> from = PresetDeviceType(preset);
+    if (!from.ok()) return map.Error("preset", from.status().message());
+    t = *std::move(from);
+    MOTLEY_RETURN_IF_ERROR(map.OptString("name", &t.name));
+    MOTLEY_RETURN_IF_ERROR(map.OptString("vendor", &t.vendor));
   } else {
-    MOTLEY_ASSIGN_OR_RETURN(t.peak_fp32_flops,
-                            map.Quantity("peak_flops", QuantityKind::kFlopsPerSecond));
-    t.peak_bf16_flops = t.peak_fp32_flops;
+    MOTLEY_ASSIGN_OR_RETURN(t.name, map.String("name"));
+    MOTLEY_ASSIGN_OR_RETURN(t.vendor, map.String("vendor"));
   }
-  MOTLEY_ASSIGN_OR_RETURN(t.memory_bytes, map.Quantity("memory", QuantityKind::kBytes));
-  MOTLEY_ASSIGN_OR_RETURN(t.memory_bandwidth,
-                          map.Quantity("memory_bandwidth", QuantityKind::kBytesPerSecond));
+  MOTLEY_RETURN_IF_ERROR(ParsePeakFlops(map, has_preset, &t));
+  if (has_preset) {
+    MOTLEY_RETURN_IF_ERROR(OptQuantity(map, "memory", QuantityKind::kBytes, &t.memory_bytes));
+    MOTLEY_RETURN_IF_ERROR(
+        OptQuantity(map, "memory_bandwidth", QuantityKind::kBytesPerSecond, &t.memory_bandwidth));
+  } else {
+    MOTLEY_ASSIGN_OR_RETURN(t.memory_bytes, map.Quantity("memory", QuantityKind::kBytes));
+    MOTLEY_ASSIGN_OR_RETURN(t.memory_bandwidth,
+                            map.Quantity("memory_bandwidth", QuantityKind::kBytesPerSecond));
+  }
+  const BytesPerSecond preset_achievable = t.achievable_memory_bandwidth;
+  MOTLEY_RETURN_IF_ERROR(OptQuantity(map, "achievable_memory_bandwidth",
+                                     QuantityKind::kBytesPerSecond,
+                                     &t.achievable_memory_bandwidth));
+  // A new raw bandwidth over a preset scales the preset's achievable one with it, unless given.
+  if (has_preset && map.Has("memory_bandwidth") && !map.Has("achievable_memory_bandwidth")) {
+    const DevicePreset* p = FindDevicePreset(t.preset);
+    t.achievable_memory_bandwidth =
+        preset_achievable * t.memory_bandwidth / p->memory_bandwidth.value;
+  }
+  MOTLEY_RETURN_IF_ERROR(map.OptInt("compute_units", &t.compute_units));
+  MOTLEY_RETURN_IF_ERROR(
+      OptQuantity(map, "kernel_launch", QuantityKind::kSeconds, &t.kernel_launch_s));
+  MOTLEY_RETURN_IF_ERROR(ParseGemmEfficiency(map, &t));
+  MOTLEY_RETURN_IF_ERROR(ParseGemmTiles(map, &t));
+  MOTLEY_RETURN_IF_ERROR(map.OptDouble("gemm_overlap", &t.gemm_overlap));
+  MOTLEY_RETURN_IF_ERROR(map.OptDouble("attention_efficiency", &t.attention_efficiency));
   if (map.Has("emulated")) {
     MOTLEY_ASSIGN_OR_RETURN(const MapReader e,
                             MapReader::Make(map.Get("emulated"), file, map.PathOf("emulated")));
@@ -73,14 +197,26 @@ Result<DeviceType> ParseDeviceType(const YAML::Node& node, const std::string& fi
   return t;
 }
 
+// One `link_classes:` entry: a preset with any field overridden, or every field written out.
 Result<LinkClass> ParseLinkClass(const YAML::Node& node, const std::string& file,
                                  const std::string& path) {
   MOTLEY_ASSIGN_OR_RETURN(const MapReader map, MapReader::Make(node, file, path));
-  MOTLEY_RETURN_IF_ERROR(map.CheckKeys({"name", "latency", "bandwidth", "efficiency"}));
+  MOTLEY_RETURN_IF_ERROR(map.CheckKeys({"preset", "name", "latency", "bandwidth", "efficiency"}));
   LinkClass l;
-  MOTLEY_ASSIGN_OR_RETURN(l.name, map.String("name"));
-  MOTLEY_ASSIGN_OR_RETURN(l.latency_s, map.Quantity("latency", QuantityKind::kSeconds));
-  MOTLEY_ASSIGN_OR_RETURN(l.bandwidth, map.Quantity("bandwidth", QuantityKind::kBytesPerSecond));
+  if (map.Has("preset")) {
+    MOTLEY_ASSIGN_OR_RETURN(const std::string preset, map.String("preset"));
+    Result<LinkClass> from = PresetLinkClass(preset);
+    if (!from.ok()) return map.Error("preset", from.status().message());
+    l = *std::move(from);
+    MOTLEY_RETURN_IF_ERROR(map.OptString("name", &l.name));
+    MOTLEY_RETURN_IF_ERROR(OptQuantity(map, "latency", QuantityKind::kSeconds, &l.latency_s));
+    MOTLEY_RETURN_IF_ERROR(
+        OptQuantity(map, "bandwidth", QuantityKind::kBytesPerSecond, &l.bandwidth));
+  } else {
+    MOTLEY_ASSIGN_OR_RETURN(l.name, map.String("name"));
+    MOTLEY_ASSIGN_OR_RETURN(l.latency_s, map.Quantity("latency", QuantityKind::kSeconds));
+    MOTLEY_ASSIGN_OR_RETURN(l.bandwidth, map.Quantity("bandwidth", QuantityKind::kBytesPerSecond));
+  }
   MOTLEY_RETURN_IF_ERROR(map.OptDouble("efficiency", &l.efficiency));
   return l;
 }

@@ -83,6 +83,60 @@ TEST(RunFileTest, TrainSectionFieldsAndRelativeDataPaths) {
   EXPECT_EQ(t.checkpoint.keep_last, 1);
 }
 
+TEST(RunFileTest, KernelSettingsAreOptionalAndChecked) {
+  Result<RunFile> unset =
+      ParseRunFile(RunYaml("tiny", "{global_batch: 4, seq_len: 32, steps: 3}"), "r.yaml", "");
+  ASSERT_TRUE(unset.ok()) << unset.status().message();
+  EXPECT_FALSE(unset->train.precision.has_value());
+  EXPECT_FALSE(unset->train.attention.has_value());
+  EXPECT_FALSE(unset->train.sequence_parallel.has_value());
+  EXPECT_TRUE(CheckRuntimeRunsKernels(unset->train, "r.yaml: train").ok());
+
+  Result<RunFile> set =
+      ParseRunFile(RunYaml("tiny",
+                           "{global_batch: 4, seq_len: 32, steps: 3, precision: fp16, "
+                           "attention: fused, sequence_parallel: true}"),
+                   "r.yaml", "");
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->train.precision, Precision::kFp16);
+  EXPECT_EQ(set->train.attention, Attention::kFused);
+  EXPECT_EQ(set->train.sequence_parallel, true);
+  // motley's runtime computes in fp32 with unfused attention and no SP: `train` refuses these.
+  const Status refused = CheckRuntimeRunsKernels(set->train, "r.yaml: train");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("r.yaml: train.precision: 'fp16'"), std::string::npos)
+      << refused.message();
+  TrainSpec runnable = set->train;
+  runnable.precision = Precision::kFp32;
+  EXPECT_NE(CheckRuntimeRunsKernels(runnable, "w").message().find("w.attention"),
+            std::string::npos);
+  runnable.attention = Attention::kUnfused;
+  EXPECT_NE(CheckRuntimeRunsKernels(runnable, "w").message().find("w.sequence_parallel"),
+            std::string::npos);
+  runnable.sequence_parallel = false;
+  EXPECT_TRUE(CheckRuntimeRunsKernels(runnable, "w").ok());
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    EXPECT_EQ(ParsePrecision(PrecisionName(p)), p);
+  }
+
+  Result<RunFile> bad = ParseRunFile(
+      RunYaml("tiny", "{global_batch: 4, seq_len: 32, steps: 3, precision: fp8}"), "r.yaml", "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "r.yaml: train.precision: unknown precision 'fp8' (known: fp32, bf16, fp16)");
+  Result<RunFile> bad_attention = ParseRunFile(
+      RunYaml("tiny", "{global_batch: 4, seq_len: 32, steps: 3, attention: flash}"), "r.yaml", "");
+  ASSERT_FALSE(bad_attention.ok());
+  EXPECT_NE(bad_attention.status().message().find("train.attention: unknown attention kernel "
+                                                  "'flash' (known: unfused, fused)"),
+            std::string::npos);
+  Result<RunFile> bad_sp = ParseRunFile(
+      RunYaml("tiny", "{global_batch: 4, seq_len: 32, steps: 3, sequence_parallel: maybe}"),
+      "r.yaml", "");
+  ASSERT_FALSE(bad_sp.ok());
+  EXPECT_NE(bad_sp.status().message().find("train.sequence_parallel"), std::string::npos);
+}
+
 TEST(RunFileTest, SeqLenBeyondModelIsRejected) {
   Result<RunFile> r =
       ParseRunFile(RunYaml("tiny", "{global_batch: 4, seq_len: 65, steps: 3}"), "r.yaml", "");

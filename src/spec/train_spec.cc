@@ -96,6 +96,30 @@ Status ValidateTrainSpec(const TrainSpec& train, std::string_view where) {
   return Status::Ok();
 }
 
+Status CheckRuntimeRunsKernels(const TrainSpec& train, std::string_view where) {
+  if (train.precision && *train.precision != Precision::kFp32) {
+    return Err(StatusCode::kFailedPrecondition,
+               "{}.precision: '{}' is not run by motley's runtime (it computes in fp32; a CUDA "
+               "stage takes bf16 matmuls from --cuda-bf16); the field is for plan, predict and "
+               "simulate: remove it or set fp32 to train",
+               where, PrecisionName(*train.precision));
+  }
+  if (train.attention && *train.attention != Attention::kUnfused) {
+    return Err(StatusCode::kFailedPrecondition,
+               "{}.attention: 'fused' is not run by motley's runtime (its attention is unfused); "
+               "the field is for plan, predict and simulate: remove it or set unfused to train",
+               where);
+  }
+  if (train.sequence_parallel.value_or(false)) {
+    return Err(StatusCode::kFailedPrecondition,
+               "{}.sequence_parallel: not run by motley's runtime (TP ranks keep whole "
+               "activations); the field is for plan, predict and simulate: remove it or set "
+               "false to train",
+               where);
+  }
+  return Status::Ok();
+}
+
 namespace internal {
 namespace {
 
@@ -109,9 +133,9 @@ std::string Resolve(const std::string& base_dir, const std::string& path) {
 Result<TrainSpec> ParseTrainNode(const YAML::Node& node, const std::string& file,
                                  const std::string& path, const std::string& base_dir) {
   MOTLEY_ASSIGN_OR_RETURN(const MapReader map, MapReader::Make(node, file, path));
-  MOTLEY_RETURN_IF_ERROR(map.CheckKeys({"global_batch", "seq_len", "steps", "seed", "optimizer",
-                                        "data", "val_every", "val_batches", "metrics_path",
-                                        "threads", "checkpoint"}));
+  MOTLEY_RETURN_IF_ERROR(map.CheckKeys(
+      {"global_batch", "seq_len", "steps", "seed", "optimizer", "data", "val_every", "val_batches",
+       "metrics_path", "threads", "checkpoint", "precision", "attention", "sequence_parallel"}));
   TrainSpec t;
   MOTLEY_ASSIGN_OR_RETURN(t.global_batch, map.Int("global_batch"));
   MOTLEY_ASSIGN_OR_RETURN(t.seq_len, map.Int("seq_len"));
@@ -121,6 +145,27 @@ Result<TrainSpec> ParseTrainNode(const YAML::Node& node, const std::string& file
   MOTLEY_RETURN_IF_ERROR(map.OptInt("val_batches", &t.val_batches));
   MOTLEY_RETURN_IF_ERROR(map.OptString("metrics_path", &t.metrics_path));
   MOTLEY_RETURN_IF_ERROR(map.OptInt("threads", &t.threads));
+  if (map.Has("precision")) {
+    MOTLEY_ASSIGN_OR_RETURN(const std::string text, map.String("precision"));
+    t.precision = ParsePrecision(text);
+    if (!t.precision) {
+      return map.Error("precision",
+                       fmt::format("unknown precision '{}' (known: fp32, bf16, fp16)", text));
+    }
+  }
+  if (map.Has("attention")) {
+    MOTLEY_ASSIGN_OR_RETURN(const std::string text, map.String("attention"));
+    t.attention = ParseAttention(text);
+    if (!t.attention) {
+      return map.Error("attention",
+                       fmt::format("unknown attention kernel '{}' (known: unfused, fused)", text));
+    }
+  }
+  if (map.Has("sequence_parallel")) {
+    bool sp = false;
+    MOTLEY_RETURN_IF_ERROR(map.OptBool("sequence_parallel", &sp));
+    t.sequence_parallel = sp;
+  }
   if (map.Has("optimizer")) {
     MOTLEY_ASSIGN_OR_RETURN(const MapReader o,
                             MapReader::Make(map.Get("optimizer"), file, map.PathOf("optimizer")));

@@ -3,7 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "spec/precision.h"
 
 namespace motley::spec {
 
@@ -45,6 +50,18 @@ struct TrainSpec {
   std::string metrics_path;   // JSONL; empty: no metrics file
   int threads = 0;            // threads per rank; 0: all cores for one rank, 1 when ranks are threads
   CheckpointSpec checkpoint;
+  // How the kernels of the training system being modelled run (read by the predictor through
+  // perf::DefaultSettings; unset: chosen from the cluster there). motley's own runtime computes
+  // in fp32 with unfused attention and no sequence parallelism, and `motley train` refuses other
+  // values (CheckRuntimeRunsKernels).
+  std::optional<Precision> precision;
+  std::optional<Attention> attention;
+  std::optional<bool> sequence_parallel;  // Megatron sequence parallelism in TP groups
 };
+
+// Ok when motley's runtime computes the way `train` asks (fp32, unfused attention, no sequence
+// parallelism, or those fields unset); else an error naming the field, prefixed by `where`
+// (e.g. "run.yaml: train").
+Status CheckRuntimeRunsKernels(const TrainSpec& train, std::string_view where);
 
 }  // namespace motley::spec

@@ -30,7 +30,9 @@ Result<ClockChoice> ParseClockChoice(const std::string& text) {
 }
 
 Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan) {
-  return spec::ValidatePlan(plan, run.cluster, run.model, run.train);
+  MOTLEY_RETURN_IF_ERROR(spec::ValidatePlan(plan, run.cluster, run.model, run.train));
+  return spec::CheckRuntimeRunsKernels(
+      run.train, (run.path.empty() ? std::string("run") : run.path) + ": train");
 }
 
 Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec::Plan& plan,
