@@ -73,9 +73,9 @@ TEST(PredictorTest, Gpt3On64A100Anchor) {
   const double eff = s.cluster.device_types[0].GemmEfficiency(settings.precision);
   EXPECT_GT(p.iteration_s, p.model_flops / (64 * 312e12 * eff));
   spec::Plan none = *plan;
-  none.recompute = spec::Recompute::kNone;
+  none.SetRecompute(spec::Recompute::kNone);
   spec::Plan full = *plan;
-  full.recompute = spec::Recompute::kFull;
+  full.SetRecompute(spec::Recompute::kFull);
   const Seconds t_none = predictor.Predict(none).iteration_s;
   const Seconds t_full = predictor.Predict(full).iteration_s;
   EXPECT_LT(t_none, p.iteration_s);
