@@ -48,16 +48,18 @@ TEST(RooflineComputeModelTest, FasterDeviceAndSmallerShardAreFaster) {
   EXPECT_LT(rm.AttentionRecompute(a100, 1, 1, 4096), a.forward_s);
 }
 
-// A device so fast that only the launch cost is left: a pass costs its kernel count.
+// A device so fast, against a launch cost of 1 s, that only the launch cost is left: a pass costs
+// its kernel count in seconds (the largest rates a cluster may give, spec/limits.h; the compute
+// and memory time of a kernel is below 1e-6 s, far under one launch).
 spec::ClusterSpec LaunchOnly() {
   spec::ClusterSpec c;
   spec::DeviceType t;
   t.name = "fast";
   t.vendor = "cuda";
-  t.peak_fp32_flops = t.peak_bf16_flops = 1e30;
+  t.peak_fp32_flops = t.peak_bf16_flops = 1e18;
   t.memory_bytes = 1e12;
-  t.memory_bandwidth = 1e30;
-  t.kernel_launch_s = 1e-6;
+  t.memory_bandwidth = 1e15;
+  t.kernel_launch_s = 1.0;
   c.device_types = {t};
   c.nodes = {{"n", "n", "fast", 1, "", {}}};
   MOTLEY_CHECK(c.Finalize().ok(), "cluster");
@@ -73,17 +75,17 @@ TEST(RooflineComputeModelTest, EveryKernelPaysTheLaunchCost) {
   // Forward: norm, qkv, rope, scores, softmax, context, output, add, norm, gate/up, swiglu, down,
   // add = 13 kernels; backward: 2 GEMMs for each of 4, the attention's 4 GEMMs and softmax, the
   // backward of swiglu, rope and two norms, two adds = 19.
-  EXPECT_NEAR(unfused.Block(0, 1, 1, 128).forward_s, 13e-6, 1e-15);
-  EXPECT_NEAR(unfused.Block(0, 1, 1, 128).backward_s, 19e-6, 1e-15);
-  EXPECT_NEAR(unfused.AttentionRecompute(0, 1, 1, 128), 3e-6, 1e-15);
+  EXPECT_NEAR(unfused.Block(0, 1, 1, 128).forward_s, 13.0, 1e-5);
+  EXPECT_NEAR(unfused.Block(0, 1, 1, 128).backward_s, 19.0, 1e-5);
+  EXPECT_NEAR(unfused.AttentionRecompute(0, 1, 1, 128), 3.0, 1e-5);
   settings.flash_attention = true;
   const RooflineComputeModel fused(cluster, model, settings);
-  EXPECT_NEAR(fused.Block(0, 1, 1, 128).forward_s, 11e-6, 1e-15);
-  EXPECT_NEAR(fused.Block(0, 1, 1, 128).backward_s, 15e-6, 1e-15);
-  EXPECT_NEAR(fused.AttentionRecompute(0, 1, 1, 128), 1e-6, 1e-15);
-  EXPECT_NEAR(fused.Embedding(0, 1, 1, 128).forward_s, 1e-6, 1e-15);
-  EXPECT_NEAR(fused.Head(0, 1, 1, 128).forward_s, 3e-6, 1e-15);
-  EXPECT_NEAR(fused.Head(0, 1, 1, 128).backward_s, 4e-6, 1e-15);
+  EXPECT_NEAR(fused.Block(0, 1, 1, 128).forward_s, 11.0, 1e-5);
+  EXPECT_NEAR(fused.Block(0, 1, 1, 128).backward_s, 15.0, 1e-5);
+  EXPECT_NEAR(fused.AttentionRecompute(0, 1, 1, 128), 1.0, 1e-5);
+  EXPECT_NEAR(fused.Embedding(0, 1, 1, 128).forward_s, 1.0, 1e-5);
+  EXPECT_NEAR(fused.Head(0, 1, 1, 128).forward_s, 3.0, 1e-5);
+  EXPECT_NEAR(fused.Head(0, 1, 1, 128).backward_s, 4.0, 1e-5);
 }
 
 TEST(RooflineComputeModelTest, BlockIsTheSumOfItsKernels) {

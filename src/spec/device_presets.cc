@@ -1,7 +1,7 @@
 // The preset table (see device_presets.h). Units: FLOP/s, bytes, bytes/s, seconds; memory sizes
 // in decimal GB as the datasheets state them. Derivations are written beside the numbers. The
 // GEMM efficiency and overlap are the only fitted constants: fitted to a published A100 GEMM
-// sweep (bench/data/gemm_benchmarks.csv; bench/gemm_model_check --fit refits them and prints
+// sweep (bench/data/gemm_benchmarks.csv; bench/gemm_model_check.cc --fit refits them and prints
 // each row's error), never to the end-to-end runs they are checked against.
 #include "spec/device_presets.h"
 
@@ -36,17 +36,17 @@ constexpr std::string_view kReframeAssumed =
     "assumed: the A100's back-to-back launch (reframe kernel_latency.py); same CUDA launch path, "
     "no measurement without CUDA graphs cited";
 constexpr std::string_view kPetsc =
-    "petsc src/sys/objects/device/tests/ex1hip.hip.cpp header (MI250X GCD, Crusher)";
+    "petsc/src/sys/objects/device/tests/ex1hip.hip.cpp header (MI250X GCD, Crusher)";
 constexpr std::string_view kPetscAssumed =
     "assumed: the MI250X's launch (petsc ex1hip); same ROCm launch path";
 constexpr std::string_view kA100Gemm =
     "fitted with the GEMM overlap to the 7 aligned rows of the Azure ND_A100_v4 cuBLASLt fp16 "
-    "sweep, 1024^3 to 16384^3 (bench/gemm_model_check --fit; mean |log error| 2.5%, "
+    "sweep, 1024^3 to 16384^3 (bench/gemm_model_check.cc --fit; mean |log error| 2.5%, "
     "leave-one-out 5.8%)";
 constexpr std::string_view kH100Gemm =
     "derived: ml-engineering best shape bf16 2048x2048x13312, 794.5 TFLOP/s, reproduced at 0.845 "
     "(a roofline with its wave factor), x 0.947 = the A100's sweep fit 0.839 over the A100's "
-    "best shape on the same page (0.886); bench/gemm_model_check --fit prints both";
+    "best shape on the same page (0.886); bench/gemm_model_check.cc --fit prints both";
 constexpr std::string_view kH200Gemm = "the H100's (same GH100 compute and SM count)";
 constexpr std::string_view kMi300xGemm =
     "derived: ml-engineering best shape bf16 (TunableOp) 668.4 of 1307.4 = 0.511 (shape not "
@@ -57,7 +57,7 @@ constexpr std::string_view kMi250xGemm =
 constexpr std::string_view kAscendGemm = "assumed: the A100's (no Ascend GEMM benchmark cited)";
 constexpr std::string_view kA100Overlap =
     "fitted with the GEMM efficiency to the aligned Azure ND_A100_v4 fp16 sweep "
-    "(bench/gemm_model_check --fit)";
+    "(bench/gemm_model_check.cc --fit)";
 constexpr std::string_view kOverlapAssumed =
     "assumed: the A100's (fitted to the A100 sweep; no shape sweep cited for this device)";
 constexpr std::string_view kFp32Same = "assumed: the 16-bit value (no fp32 GEMM benchmark cited)";

@@ -153,8 +153,9 @@ def motley_to_hf(tmp, fixed, fixed_path):
 
 
 def check_greedy(run, folder, model):
+    # --temperature 0: greedy (generate samples at temperature 0.8 among the top 40 by default).
     r = motley("generate", run, "--checkpoint", folder, "--prompt", PROMPT.decode(), "--tokens",
-               str(NEW_TOKENS))
+               str(NEW_TOKENS), "--temperature", "0")
     motley_text = r.stdout[:-1] if r.stdout.endswith(b"\n") else r.stdout
     hf_text = greedy(model, PROMPT, NEW_TOKENS)
     check(motley_text == hf_text,
