@@ -55,7 +55,7 @@ std::string MetricsLine(const RunContext& ctx, const WorldLayout& layout, int64_
   j["plan"] = PlanName(layout.plan());
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (const RankInfo& info : layout.ranks()) {
-    const double* v = all.data() + static_cast<size_t>(info.rank) * kGatherFields;
+    const double* v = all.data() + static_cast<size_t>(info.rank * ctx.gather_stride);
     nlohmann::ordered_json e;
     e["rank"] = info.rank;
     e["device"] = info.device;
@@ -86,7 +86,7 @@ std::string MetricsLine(const RunContext& ctx, const WorldLayout& layout, int64_
       for (int f = 0; f < kNumTimes; ++f) {
         double worst = 0.0;  // the slowest TP rank of the stage
         for (int q : layout.stage_ranks(static_cast<int>(p), static_cast<int>(s))) {
-          worst = std::max(worst, all[static_cast<size_t>(q) * kGatherFields + f]);
+          worst = std::max(worst, all[static_cast<size_t>(q * ctx.gather_stride + f)]);
         }
         e[kTimeNames[f]] = worst;
       }
