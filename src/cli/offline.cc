@@ -36,25 +36,38 @@ Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::strin
   }
   o->predictor = std::make_unique<perf::Predictor>(o->run.cluster, o->run.model, o->run.train,
                                                    *compute, o->settings);
-  if (!stragglers.empty()) {
-    o->rates.assign(static_cast<size_t>(o->run.cluster.num_devices()), 1.0);
-    for (const std::string& s : stragglers) {
-      const size_t eq = s.find('=');
-      int id = -1;
-      double rate = 0;
-      try {
-        if (eq == std::string::npos) throw std::invalid_argument("no '='");
-        id = std::stoi(s.substr(0, eq));
-        rate = std::stod(s.substr(eq + 1));
-      } catch (const std::exception&) {
-        return Err("--straggler {}: expected DEVICE_ID=RATE, e.g. 3=2.5", s);
-      }
-      if (id < 0 || id >= o->run.cluster.num_devices() || !(rate >= 1.0)) {
-        return Err("--straggler {}: device id must be in [0, {}) and rate >= 1", s,
-                   o->run.cluster.num_devices());
-      }
-      o->rates[static_cast<size_t>(id)] = rate;
+  const int n = o->run.cluster.num_devices();
+  for (const std::string& s : stragglers) {
+    const size_t eq = s.find('=');
+    const size_t dash = s.find('-');
+    const bool link = dash != std::string::npos && dash < eq;
+    int id = -1;
+    int other = -1;
+    double rate = 0;
+    try {
+      if (eq == std::string::npos) throw std::invalid_argument("no '='");
+      id = std::stoi(s.substr(0, link ? dash : eq));
+      if (link) other = std::stoi(s.substr(dash + 1, eq - dash - 1));
+      rate = std::stod(s.substr(eq + 1));
+    } catch (const std::exception&) {
+      return Err(StatusCode::kInvalidArgument,
+                 "--straggler {}: expected DEVICE_ID=RATE (e.g. 3=2.5) or A-B=RATE for the link "
+                 "between devices A and B (e.g. 3-4=10)",
+                 s);
     }
+    if (id < 0 || id >= n || (link && (other < 0 || other >= n || other == id)) ||
+        !(rate >= 1.0)) {
+      return Err(StatusCode::kInvalidArgument,
+                 "--straggler {}: device ids must be in [0, {}) (two different ones for a link) "
+                 "and rate >= 1",
+                 s, n);
+    }
+    if (link) {
+      o->link_rates.Set(id, other, rate);
+      continue;
+    }
+    if (o->rates.empty()) o->rates.assign(static_cast<size_t>(n), 1.0);
+    o->rates[static_cast<size_t>(id)] = rate;
   }
   return o;
 }
@@ -63,6 +76,7 @@ Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int
                                      bool quiet) {
   plan::PlannerOptions options;
   options.rates = offline.rates;
+  options.link_rates = offline.link_rates;
   // A cluster this machine can train on (emulated or CPU devices only) gets plans the runtime
   // runs: it keeps every activation, so no recompute (train::CheckPlanForRun refuses it).
   const spec::ClusterSpec& cluster = offline.predictor->cluster();

@@ -29,10 +29,12 @@ struct Offline {
   std::unique_ptr<perf::EmulatedComputeModel> emulated;
   std::unique_ptr<perf::Predictor> predictor;
   perf::StragglerRates rates;  // empty: no stragglers
+  perf::LinkRates link_rates;  // empty: no slow links
 };
 
 // Builds the predictor of `run`. profile_path: a measured profile (docs/formats/profile.md) or
-// empty; stragglers: "ID=RATE" entries (device ID runs RATE times slower, RATE >= 1).
+// empty; stragglers: "ID=RATE" entries (device ID runs RATE times slower, RATE >= 1) or
+// "A-B=RATE" entries (the link between devices A and B runs RATE times slower).
 Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::string& profile_path,
                                              const std::vector<std::string>& stragglers);
 

@@ -74,7 +74,7 @@ int RunPredict(const CommonArgs& args) {
   if (!o.ok()) return Fail("predict", o.status());
   auto plan = LoadValidPlan(**o, args.plan_path);
   if (!plan.ok()) return Fail("predict", plan.status());
-  PrintPrediction(**o, *plan, (*o)->predictor->Predict(*plan, (*o)->rates));
+  PrintPrediction(**o, *plan, (*o)->predictor->Predict(*plan, (*o)->rates, (*o)->link_rates));
   return 0;
 }
 
@@ -87,9 +87,14 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
   sim::SimOptions so;
   so.record_trace = !trace_path.empty();
   so.rates = (*o)->rates;
+  if (!(*o)->link_rates.empty()) {
+    fmt::print("note: the simulator has no per-link rates; the link stragglers apply to the "
+               "prediction printed beside it only\n");
+  }
   auto r = simulator.Run(*plan, so);
   if (!r.ok()) return Fail("simulate", r.status());
-  const perf::Prediction pred = (*o)->predictor->Predict(*plan, (*o)->rates);
+  const perf::Prediction pred =
+      (*o)->predictor->Predict(*plan, (*o)->rates, (*o)->link_rates);
   double busy = 0;
   int used = 0;
   for (size_t d = 0; d < r->device_busy_s.size(); ++d) {
@@ -183,9 +188,10 @@ void AddCommon(CLI::App* cmd, CommonArgs* args, bool with_plan) {
                   "with an efficiency curve is used")
       ->type_name("PROFILE.json");
   cmd->add_option("--straggler", args->stragglers,
-                  "Straggler rate of a device, e.g. --straggler 3=2.5 (device 3 runs 2.5x slower); "
-                  "repeatable")
-      ->type_name("ID=RATE");
+                  "Straggler rate of a device, e.g. --straggler 3=2.5 (device 3 runs 2.5x slower), "
+                  "or of a link, e.g. --straggler 3-4=10 (the link between devices 3 and 4 runs "
+                  "10x slower); repeatable")
+      ->type_name("ID=RATE|A-B=RATE");
 }
 
 void Register(CLI::App& app, const std::function<void(int)>& done) {

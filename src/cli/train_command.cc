@@ -1,8 +1,12 @@
 // `motley train`: trains on one device (src/train/trainer.h) with a run file, or with the embedded
 // default run (the small model on the shipped corpus) when none is given. With `--plan PLAN.json`
-// it runs the plan (src/train/parallel_trainer.h): every rank a thread of this process, or, when
-// started by a launcher (Open MPI's OMPI_COMM_WORLD_RANK or Slurm's SLURM_PROCID is set), one
-// rank per process over the mpi communicator, world rank r driving the plan's r-th device.
+// it runs the plan (src/train/parallel_trainer.h) with one rank per device of the run's cluster
+// (docs/launch.md): every rank a thread of this process (`--ranks N`, when given, must be the
+// device count), or, when started by a launcher (Open MPI's OMPI_COMM_WORLD_RANK/SIZE or Slurm's
+// SLURM_PROCID/NTASKS), one rank per process over the mpi communicator, world rank r driving
+// device r; a launch of another size, or a multi-process launch without a plan, is refused once
+// (by rank 0). A plan may leave devices idle. After a lost rank every survivor reports and the
+// job ends with MPI_Abort (never MPI_Finalize, which would wait for the lost process).
 // On an emulated cluster `--clock virtual|wall` picks the clock, and `--compare PLAN2.json`
 // trains the same job under a second plan and prints both throughputs side by side.
 // Checkpoints go to train.checkpoint.dir (or --checkpoint-dir); `--resume` continues from the
@@ -11,9 +15,11 @@
 // under that plan; with `--resume` it continues from the latest checkpoint whatever plan or
 // cluster wrote it: after losing a device, resume on the cluster without it (issue 6).
 // `--replan` runs the straggler loop (src/elastic/elastic_run.h) behind the trainer's
-// plan-switch callback: every rank's compute time feeds the rate monitor, and a plan the
-// re-plan controller adopts is migrated to before the next step. `--inject SCENARIO.yaml`
-// slows emulated devices and links from given steps (docs/formats/scenario.md).
+// plan-switch callback (on rank 0 under a launcher): every rank's compute time, probe op and link
+// traffic feed the rate monitor, judged against the run's predictor (`--profile` adds measured
+// times), and a plan the re-plan controller adopts is migrated to before the next step.
+// `--inject SCENARIO.yaml` slows emulated devices and links from given steps
+// (docs/formats/scenario.md).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -432,8 +438,11 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
                 "Continue from the latest complete checkpoint in train.checkpoint.dir, written "
                 "under any plan or serially, at its step + 1");
   cmd->add_flag("--replan", args->replan,
-                "With --plan: detect stragglers from every rank's compute time and re-plan in the "
-                "background; an adopted plan is migrated to at a step boundary");
+                "With --plan or --auto-plan (threads or mpiexec): detect slow devices and links "
+                "from every rank's compute time, probe op and link traffic, re-plan in the "
+                "background, and migrate to an adopted plan at a step boundary, e.g. `motley "
+                "train examples/runs/emulated-8.yaml --auto-plan --inject "
+                "examples/scenarios/slow-device.yaml --replan`");
   cmd->add_option("--inject", args->inject_path,
                   "With --plan on an emulated cluster: slow devices and links from given steps "
                   "(a scenario file, docs/formats/scenario.md), to rehearse stragglers")

@@ -190,6 +190,9 @@ Result<std::optional<spec::Plan>> StragglerCoordinator::AfterStep(
   }
   if (report || decision.has_value()) {
     last_record_ = StragglerRecord(monitor_, changes, controller_.in_flight(), decision);
+    nlohmann::ordered_json from = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < basis_.size(); ++i) from.push_back(expectation(static_cast<int>(i)));
+    last_record_["expected_from"] = std::move(from);
   }
   if (decision.has_value() && decision->adopted) {
     SetPlanWork(decision->plan);
