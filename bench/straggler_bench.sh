@@ -13,7 +13,7 @@
 # three over the steps after the loop adopted its plan (and over the whole run), re-planned /
 # ideal (target >= 0.95 once adopted), re-planned / static (Malleus reports 2.63-5.28x over static
 # systems, on its own clusters and stragglers), the steps from the onset to the first step under
-# the adopted plan (target <= 10), and the bytes migrated.
+# an adopted plan (target <= 10), and the bytes migrated. The runs' metrics JSONL are the source.
 #
 #   bench/straggler_bench.sh [BUILD_DIR]   (default: build; needs BUILD_DIR/motley and python3)
 #   STEPS=N (default 60), SCENARIOS="1of8-3x link-10x" (default: all four), CLOCK=wall (default
@@ -57,8 +57,8 @@ train() {  # LABEL PLAN extra args...
     { cat "$DIR/$label.log" >&2; exit 1; }
 }
 
-printf '%-12s %9s %9s %9s %8s %8s %9s %10s %9s\n' scenario "static" "replan" "ideal" \
-  "rp/ideal" "rp/stat" "adopt(st)" "migr MB" "whole rp/st"
+printf '%-12s %8s %8s %8s %8s %8s %8s %6s %9s %7s\n' scenario static replan ideal rp/ideal \
+  "settled" rp/stat adopt "migr MB" "whole"
 for name in $SCENARIOS; do
   setup "$name"
   DIR=$WORK/$name
@@ -80,11 +80,13 @@ def lines(label):
 static, replan, ideal = lines("static"), lines("replan"), lines("ideal")
 moves = [j for j in replan if "migration" in j and j["step"] >= onset - 1]
 if moves:
-    first = moves[0]["step"] + 1          # the first step under the adopted plan
-    adopt = first - onset                 # steps from the onset to it
+    first = moves[0]["step"] + 1          # the first step under the first adopted plan
+    last = moves[-1]["step"] + 1          # ... under the last one (the loop settled)
+    adopt = f"{first - onset}/{last - onset}"  # steps from the onset to them
     mb = sum(j["migration"]["bytes"] for j in moves) / 1e6
 else:
-    first, adopt, mb = len(replan) + 1, None, 0.0
+    first = last = len(replan) + 1
+    adopt, mb = "-", 0.0
 def tps(rows, lo):
     sel = [j for j in rows if j["step"] >= lo]
     t = sum(j["step_time_s"] for j in sel)
@@ -93,12 +95,21 @@ def whole(rows):  # migration time included
     t = sum(j["step_time_s"] + j.get("migration", {}).get("time_s", 0.0) for j in rows)
     return sum(j["tokens"] for j in rows) / t
 s, r, i = tps(static, first), tps(replan, first), tps(ideal, first)
-print(f"{name:<12} {s:9.1f} {r:9.1f} {i:9.1f} {r / i:8.3f} {r / s:8.2f} "
-      f"{'-' if adopt is None else adopt:>9} {mb:10.3f} {whole(replan) / whole(static):9.2f}")
+settled = tps(replan, last) / tps(ideal, last)
+print(f"{name:<12} {s:8.1f} {r:8.1f} {i:8.1f} {r / i:8.3f} {settled:8.3f} {r / s:8.2f} "
+      f"{adopt:>6} {mb:9.3f} {whole(replan) / whole(static):7.2f}")
 for j in moves:
-    print(f"    after step {j['step']}: {j['migration']['from']} -> {j['migration']['to']}, "
-          f"{j['migration']['bytes'] / 1e6:.3f} MB, {j['migration']['time_s'] * 1e3:.1f} ms")
+    print(f"    after step {j['step']}: -> {j['migration']['to']}, "
+          f"{j['migration']['bytes'] / 1e6:.3f} MB over the network "
+          f"({j['migration']['local_bytes'] / 1e6:.3f} MB kept in place), "
+          f"{j['migration']['time_s'] * 1e3:.1f} ms")
 PY
   grep -h "re-plan (started" "$DIR/replan.log" | sed 's/^/    /' | cut -c1-200
 done
-echo "tokens/s on the $CLOCK clock over the steps after adoption (whole: every step, migration time included)"
+cat <<EOF
+tokens/s on the $CLOCK clock over the steps from the first adopted plan on (static and ideal over
+the same steps); rp/ideal: re-planned / ideal there, settled: the same from the last adopted plan
+on; rp/stat: re-planned / static; adopt: steps from the onset to the first/last step under an
+adopted plan; migr MB: network bytes of every migration; whole: re-planned / static over every
+step of the run, migration time included.
+EOF

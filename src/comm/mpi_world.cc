@@ -250,6 +250,10 @@ class MpiTransport final : public Transport {
 
   Status context_status(uint64_t context) const override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (lost_.count(rank_) != 0) {
+      return Err(StatusCode::kUnavailable, "this rank (world rank {}) was declared lost: {}",
+                 rank_, lost_reason_);
+    }
     if (lost_.empty() || survivor_contexts_.count(context) != 0) return Status::Ok();
     return Err(StatusCode::kUnavailable, "peer lost: {}", lost_reason_);
   }
@@ -366,7 +370,8 @@ class MpiTransport final : public Transport {
       if (st.MPI_TAG == kLostTag) {
         const size_t bar = text.find('|');
         const int lost = bar == std::string::npos ? -1 : std::atoi(text.substr(0, bar).c_str());
-        if (lost >= 0 && lost < size_ && lost != rank_) MarkLost(lost, text.substr(bar + 1));
+        // A rank told it was declared lost (it was stopped, and runs again) is out of the job.
+        if (lost >= 0 && lost < size_) MarkLost(lost, text.substr(bar + 1));
       }
       if (st.MPI_TAG == kAbortTag) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -422,13 +427,14 @@ class MpiTransport final : public Transport {
   }
 
   // A peer found silent here: recorded, and every other rank is told (so that its waits fail at
-  // once, naming the lost rank, instead of at their deadlines).
+  // once, naming the lost rank, instead of at their deadlines); the lost rank too, should it run
+  // again (a stopped process that is continued): it is then out of the job.
   void DeclareLost(int peer, const std::string& reason) {
     if (!MarkLost(peer, reason)) return;
     const std::string text = fmt::format("{}|{}", peer, reason);
     std::vector<MPI_Request> sent;
     for (int p = 0; p < size_; ++p) {
-      if (p == rank_ || p == peer) continue;
+      if (p == rank_) continue;
       MPI_Request r = MPI_REQUEST_NULL;
       MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, p, kLostTag, control_, &r);
       sent.push_back(r);

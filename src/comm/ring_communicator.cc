@@ -158,7 +158,10 @@ Result<std::unique_ptr<Communicator>> RingCommunicator::Survivors(std::vector<in
     if (world == members_[Idx(rank_)]) new_rank = static_cast<int>(members.size());
     members.push_back(world);
   }
-  MOTLEY_CHECK(new_rank >= 0, "Survivors called on a rank that is itself lost");
+  if (new_rank < 0) {
+    return Err(StatusCode::kUnavailable, "Survivors on group '{}': this rank was declared lost",
+               name_);
+  }
   std::vector<int64_t> ids(gone.begin(), gone.end());
   const uint64_t context = HashWords({context_, 0x5355525649564FULL /* "SURVIVO" */}, &ids);
   MOTLEY_RETURN_IF_ERROR(shared_->transport->OpenSurvivorContext(context, members)

@@ -49,6 +49,32 @@ train:
   val_every: 0
 )";
 
+// The same two nodes of eight emulated devices ten times slower, and the tiny model with 8 blocks:
+// compute still dominates the links, and a step costs the host about 50 times less (the 8-process
+// mpiexec test).
+inline constexpr const char* kEightTiny = R"(
+cluster:
+  name: emulated-8-slow
+  device_types:
+    - {name: emu, vendor: cpu, peak_flops: 0.2 GFLOPS, memory: 64 MiB, memory_bandwidth: 0.5 GB/s,
+       emulated: {flops: 0.2 GFLOPS, memory_bandwidth: 0.5 GB/s}}
+  link_classes:
+    - {name: shm, latency: 5 us, bandwidth: 2 GB/s, efficiency: 1.0}
+    - {name: net, latency: 20 us, bandwidth: 1 GB/s, efficiency: 1.0}
+  nodes:
+    - {name: node-a, device_type: emu, device_count: 4, intra_link: shm}
+    - {name: node-b, device_type: emu, device_count: 4, intra_link: shm}
+  islands:
+    - {name: rack, nodes: [node-a, node-b], link: net}
+model: {preset: tiny, name: tiny-8, num_blocks: 8}
+train:
+  global_batch: 16
+  seq_len: 64
+  steps: 50
+  optimizer: {lr: 1.0e-3, min_lr: 1.0e-4, warmup_steps: 5}
+  val_every: 0
+)";
+
 // Six emulated devices of three speeds (two of each, a node per type; examples/clusters/
 // emulated-6-three-speed.yaml): the planner leaves the two slowest idle.
 inline constexpr const char* kSix = R"(

@@ -5,7 +5,8 @@
 // (tests/elastic/CMakeLists.txt):
 //  - six_devices (6 processes): the planner's plan leaves two devices idle; a straggler then
 //    makes the loop adopt a plan that uses them, migrate and finish; losses equal the healthy run;
-//  - eight_3x (8 processes): device 5 three times slower from step 10 to 40: exactly one plan
+//  - eight_3x (8 processes, the tiny model): device 5 three times slower from step 10 to 40:
+//    exactly one plan
 //    adopted while slow and one after recovery, losses equal the serial loop's within 1e-5, and
 //    every replica's state hash equal just before and just after each migration.
 // Rank 0 checks; the references (healthy run on threads, serial loop) run there after the job.
@@ -74,8 +75,7 @@ TEST(MpiElasticTest, SixDevicesAPlanLeavingTwoIdleThenAStragglerUsesThem) {  // 
   const std::vector<int> used = parallel::WorldLayout::Build(initial)->devices();
   ASSERT_LT(used.size(), 6U);
   std::unique_ptr<ElasticLoop> loop;
-  auto elastic =
-      ElasticUnderMpi(run, m, initial, testing::SlowDevice(0, 0.25, kSlowFrom), &loop);
+  auto elastic = ElasticUnderMpi(run, m, initial, testing::SlowDevice(0, 0.25, kSlowFrom), &loop);
   ASSERT_TRUE(elastic.ok()) << elastic.status().message();
   ASSERT_EQ(elastic->migrations.size(), 1U);  // every rank holds the same record
   EXPECT_EQ(elastic->steps, kSteps);
@@ -94,7 +94,7 @@ TEST(MpiElasticTest, SixDevicesAPlanLeavingTwoIdleThenAStragglerUsesThem) {  // 
 
 TEST(MpiElasticTest, EightRanksThreeTimesSlowFromTenToForty) {  // 8 processes
   constexpr int64_t kSteps = 50, kSlowFrom = 10, kSlowUntil = 40;
-  const spec::RunFile run = testing::RunOf(testing::kEight, kSteps);
+  const spec::RunFile run = testing::RunOf(testing::kEightTiny, kSteps);
   const Models m(run);
   const spec::Plan initial = testing::PlannedPlan(m);
   std::unique_ptr<ElasticLoop> loop;
@@ -109,10 +109,9 @@ TEST(MpiElasticTest, EightRanksThreeTimesSlowFromTenToForty) {  // 8 processes
   if (LaunchedRank() != 0) return;
   // The serial oracle: the single-device loop's per-step losses (its metrics file).
   spec::TrainSpec serial = run.train;
-  serial.metrics_path =
-      (std::filesystem::temp_directory_path() /
-       ("motley_mpi_elastic_serial_" + std::to_string(::getpid()) + ".jsonl"))
-          .string();
+  serial.metrics_path = (std::filesystem::temp_directory_path() /
+                         ("motley_mpi_elastic_serial_" + std::to_string(::getpid()) + ".jsonl"))
+                            .string();
   train::TrainerOptions serial_options;
   serial_options.out = nullptr;
   ASSERT_TRUE(train::Train(run.model, serial, serial_options).ok());

@@ -110,7 +110,7 @@ EOF
       cat out.log
       fail "run $run: survivor rank $r did not report the liveness error naming world rank $victim"
     fi
-    echo "  rank $r: ${line#*motley train: }" | cut -c1-240
+    echo "  rank $r: ${line#*; lost }" | cut -c1-300
     saved=$(sed -n 's/.*saved the last completed step [0-9]* to \([^ ]*\) .*/\1/p' <<<"$line")
     if [[ -n "$saved" && ! -f "$saved/checkpoint.json" ]]; then
       fail "run $run: rank $r names $saved, which is not a complete checkpoint"
