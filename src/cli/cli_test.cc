@@ -337,7 +337,7 @@ TEST_F(CliTest, LaunchesThatDoNotMatchTheClusterAreRefusedOnce) {
   EXPECT_EQ(serial.exit_code, 2);
   EXPECT_NE(serial.err.find("pass --plan PLAN.json or --auto-plan"), std::string::npos)
       << serial.err;
-  Outcome matched = Run(train + " --ranks 6");
+  Outcome matched = Run(train + " --ranks 6 --checkpoint-dir " + Path("ckpt"));
   EXPECT_EQ(matched.exit_code, 0) << matched.err;
   EXPECT_NE(matched.out.find("6 ranks as threads"), std::string::npos) << matched.out;
 }
