@@ -325,8 +325,7 @@ TEST_F(CliTest, LaunchesThatDoNotMatchTheClusterAreRefusedOnce) {
   const std::string launched = "OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=";
   Outcome rank0 = Run("", launched + "0 " + MOTLEY_BINARY + " " + train);
   EXPECT_EQ(rank0.exit_code, 2);
-  EXPECT_NE(rank0.err.find("has 6 devices but the launcher started 4 processes"),
-            std::string::npos)
+  EXPECT_NE(rank0.err.find("has 6 devices but the launcher started 4 processes"), std::string::npos)
       << rank0.err;
   EXPECT_NE(rank0.err.find("mpiexec -n 6"), std::string::npos) << rank0.err;
   Outcome rank1 = Run("", launched + "1 " + MOTLEY_BINARY + " " + train);

@@ -55,8 +55,7 @@ Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::strin
                  "between devices A and B (e.g. 3-4=10)",
                  s);
     }
-    if (id < 0 || id >= n || (link && (other < 0 || other >= n || other == id)) ||
-        !(rate >= 1.0)) {
+    if (id < 0 || id >= n || (link && (other < 0 || other >= n || other == id)) || !(rate >= 1.0)) {
       return Err(StatusCode::kInvalidArgument,
                  "--straggler {}: device ids must be in [0, {}) (two different ones for a link) "
                  "and rate >= 1",

@@ -88,13 +88,13 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
   so.record_trace = !trace_path.empty();
   so.rates = (*o)->rates;
   if (!(*o)->link_rates.empty()) {
-    fmt::print("note: the simulator has no per-link rates; the link stragglers apply to the "
-               "prediction printed beside it only\n");
+    fmt::print(
+        "note: the simulator has no per-link rates; the link stragglers apply to the "
+        "prediction printed beside it only\n");
   }
   auto r = simulator.Run(*plan, so);
   if (!r.ok()) return Fail("simulate", r.status());
-  const perf::Prediction pred =
-      (*o)->predictor->Predict(*plan, (*o)->rates, (*o)->link_rates);
+  const perf::Prediction pred = (*o)->predictor->Predict(*plan, (*o)->rates, (*o)->link_rates);
   double busy = 0;
   int used = 0;
   for (size_t d = 0; d < r->device_busy_s.size(); ++d) {

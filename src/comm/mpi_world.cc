@@ -251,8 +251,8 @@ class MpiTransport final : public Transport {
   Status context_status(uint64_t context) const override {
     std::lock_guard<std::mutex> lock(mu_);
     if (lost_.count(rank_) != 0) {
-      return Err(StatusCode::kUnavailable, "this rank (world rank {}) was declared lost: {}",
-                 rank_, lost_reason_);
+      return Err(StatusCode::kUnavailable, "this rank (world rank {}) was declared lost: {}", rank_,
+                 lost_reason_);
     }
     if (lost_.empty() || survivor_contexts_.count(context) != 0) return Status::Ok();
     return Err(StatusCode::kUnavailable, "peer lost: {}", lost_reason_);
