@@ -1,9 +1,9 @@
 // The straggler loop on the parallel runtime, ranks as threads over a world of every cluster
 // device (issue 6 and issue 14 acceptance, virtual clock; the runtime's step times there are
 // exact, so they are asserted):
-//  - 8 devices, device 5 three times slower from step 10 to 30: exactly one plan adopted while
-//    slow and one after recovery, every replica's state hash equal across each migration; the
-//    re-planned step equals the adopted plan's static optimum;
+//  - 8 devices (the tiny model), device 5 three times slower from step 10 to 30: exactly one plan
+//    adopted while slow and one after recovery, every replica's state hash equal across each
+//    migration; the re-planned step equals the adopted plan's static optimum;
 //  - 6 devices of three speeds: the planner's plan leaves two idle; a straggler then makes the
 //    loop adopt a plan that uses them, migrate and finish;
 //  - an inter-node link slowed 10x: the adopted plan moves the traffic the predictor blames on
@@ -27,7 +27,7 @@ using testing::StepTime;
 
 TEST(ElasticRuntimeTest, ReplansAroundASlowDeviceAndBack) {
   constexpr int64_t kSteps = 50, kSlowFrom = 10, kSlowUntil = 30;
-  const spec::RunFile run = testing::RunOf(testing::kEight, kSteps);
+  const spec::RunFile run = testing::RunOf(testing::kEightTiny, kSteps);
   const Models m(run);
   const spec::Plan initial = testing::PlannedPlan(m);
   const straggler::Scenario scenario = testing::SlowDevice(5, 1.0 / 3.0, kSlowFrom, kSlowUntil);
