@@ -73,7 +73,7 @@ Result<std::string> ReceiveAndWrite(comm::Communicator& world, const parallel::W
   const parallel::RankInfo& me = rank.info();
   backend::CpuBackend host(1);
   std::vector<model::ParameterSet> others;
-  for (int q : layout.stage_ranks(writers.pipeline, me.stage)) {
+  for (int q : layout.stage_ranks(writers.PipelineOf(me.stage), me.stage)) {
     if (q == me.rank) continue;
     others.push_back(model::ParameterSet::Allocate(host, ShardInfos(model, layout, q)));
     for (model::Parameter& p : others.back()) {
@@ -87,7 +87,7 @@ Result<std::string> ReceiveAndWrite(comm::Communicator& world, const parallel::W
   std::vector<ShardSource> sources;
   for (const model::ParameterSet& set : others) sources.push_back(ShardSource{&host, &set});
   const int num_stages = static_cast<int>(
-      layout.plan().pipelines[static_cast<size_t>(writers.pipeline)].stages.size());
+      layout.plan().pipelines[static_cast<size_t>(writers.PipelineOf(0))].stages.size());
   Result<StageFiles> files = WriteStageFiles(
       tmp, me.stage, num_stages, StageToSave(&backend, &rank.stage().params(), std::move(sources)),
       /*save_optimizer=*/true);
@@ -163,8 +163,10 @@ Result<std::string> SaveParallelCheckpoint(comm::Communicator& world,
   // 3 and 4. The writing pipeline's TP groups gather their shards on TP rank 0, which writes the
   // stage.
   std::string written;
-  if (!me.idle() && me.pipeline == writers.pipeline) {
-    const int writer = layout.stage_ranks(writers.pipeline, me.stage).front();
+  const int num_stages = static_cast<int>(
+      layout.plan().pipelines[static_cast<size_t>(writers.PipelineOf(0))].stages.size());
+  if (!me.idle() && me.stage < num_stages && me.pipeline == writers.PipelineOf(me.stage)) {
+    const int writer = layout.stage_ranks(me.pipeline, me.stage).front();
     if (me.rank != writer) {
       MOTLEY_RETURN_IF_ERROR(SendShards(world, rank, CommRank(writers, writer)).WithContext(where));
     } else {

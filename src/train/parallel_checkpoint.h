@@ -38,13 +38,18 @@ namespace motley::train {
 // The tag of the shard messages (parallel/migration.h uses comm::kMaxUserTag).
 inline constexpr int kCheckpointTag = comm::kMaxUserTag - 1;
 
-// Who saves: the stages of pipeline `pipeline` write (pipeline 0 in a healthy job; after a lost
-// rank, a replica whose ranks all survived, parallel_liveness.h), and `comm_rank_of[q]` is layout
-// world rank q's rank in the communicator the save runs over (empty: the same rank; -1: not in
-// it). The communicator's rank 0 begins and commits.
+// Who saves: stage s is written by stage s of pipeline stage_pipeline[s] (empty: pipeline 0 for
+// every stage, as in a healthy job; after a lost rank, stages of the replicas that survived,
+// parallel_liveness.h: those pipelines have the same stages, block for block), and
+// `comm_rank_of[q]` is layout world rank q's rank in the communicator the save runs over (empty:
+// the same rank; -1: not in it). The communicator's rank 0 begins and commits.
 struct CheckpointWriters {
-  int pipeline = 0;
+  std::vector<int> stage_pipeline;
   std::vector<int> comm_rank_of;
+  // The pipeline that writes stage `stage`.
+  int PipelineOf(int stage) const {
+    return stage_pipeline.empty() ? 0 : stage_pipeline.at(static_cast<size_t>(stage));
+  }
 };
 
 // Saves the checkpoint of step `step` under train.checkpoint.dir (keep_last from it) for rank

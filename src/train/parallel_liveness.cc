@@ -68,33 +68,72 @@ Status AfterPeerLost(RunContext& ctx, comm::Communicator& world, const Status& f
     all_whole = all_whole && v[2] != 0.0;
   }
 
-  // A replica that survived whole, at the latest step any did.
+  // Every tensor needs a live holder at one completed step K: for each stage position of some
+  // replica shape, a replica of that shape (the same stages, block for block) whose stage there
+  // survived with all its TP ranks at K. The latest such K wins; stages of different replicas
+  // may be combined.
   const spec::Plan& plan = layout.plan();
-  int writer = -1;
+  auto same_shape = [&](size_t a, size_t b) {
+    const auto& x = plan.pipelines[a].stages;
+    const auto& y = plan.pipelines[b].stages;
+    if (x.size() != y.size()) return false;
+    for (size_t s = 0; s < x.size(); ++s) {
+      if (x[s].first_block != y[s].first_block || x[s].num_blocks != y[s].num_blocks ||
+          x[s].has_embedding != y[s].has_embedding || x[s].has_head != y[s].has_head) {
+        return false;
+      }
+    }
+    return true;
+  };
+  // The step stage s of pipeline p stands at when all its ranks survived at one step, else -1.
+  auto stage_step = [&](size_t p, size_t s) -> int64_t {
+    int64_t at = -2;
+    for (int q : layout.stage_ranks(static_cast<int>(p), static_cast<int>(s))) {
+      const int64_t c = completed[static_cast<size_t>(q)];
+      if (comm_rank_of[static_cast<size_t>(q)] < 0 || (at != -2 && at != c)) return -1;
+      at = c;
+    }
+    return at;
+  };
+  std::vector<int64_t> steps(completed.begin(), completed.end());
+  std::sort(steps.rbegin(), steps.rend());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  std::vector<int> stage_pipeline;
   int64_t step = -1;
+  for (int64_t k : steps) {
+    if (k < 0) break;
+    for (size_t ref = 0; ref < plan.pipelines.size() && stage_pipeline.empty(); ++ref) {
+      std::vector<int> chosen;
+      for (size_t s = 0; s < plan.pipelines[ref].stages.size(); ++s) {
+        for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+          if (same_shape(ref, p) && stage_step(p, s) == k) {
+            chosen.push_back(static_cast<int>(p));
+            break;
+          }
+        }
+        if (chosen.size() != s + 1) break;
+      }
+      if (chosen.size() == plan.pipelines[ref].stages.size()) stage_pipeline = chosen;
+    }
+    if (!stage_pipeline.empty()) {
+      step = k;
+      break;
+    }
+  }
+  const bool found = !stage_pipeline.empty();
   std::vector<std::string> gone;  // per replica, what it lost
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
-    int64_t at = -2;
     std::vector<std::string> missing;
     for (size_t s = 0; s < plan.pipelines[p].stages.size(); ++s) {
       for (int q : layout.stage_ranks(static_cast<int>(p), static_cast<int>(s))) {
-        const int64_t c = completed[static_cast<size_t>(q)];
-        if (comm_rank_of[static_cast<size_t>(q)] < 0) {
-          missing.push_back(DescribeRank(layout, q));
-        } else if (at == -2) {
-          at = c;
-        } else if (at != c) {
-          at = -1;  // its ranks finished different steps
-        }
+        if (comm_rank_of[static_cast<size_t>(q)] < 0) missing.push_back(DescribeRank(layout, q));
       }
     }
-    if (missing.empty() && at >= 0 && at > step) {
-      writer = static_cast<int>(p);
-      step = at;
-    }
-    if (!missing.empty()) {
-      gone.push_back(fmt::format("pipeline {} lost {}", p, Join(missing)));
-    }
+    if (!missing.empty()) gone.push_back(fmt::format("pipeline {} lost {}", p, Join(missing)));
+  }
+  std::vector<std::string> written_by;
+  for (size_t s = 0; s < stage_pipeline.size(); ++s) {
+    written_by.push_back(fmt::format("stage {} of pipeline {}", s, stage_pipeline[s]));
   }
   const std::string restart =
       held.last_checkpoint.empty()
@@ -109,17 +148,18 @@ Status AfterPeerLost(RunContext& ctx, comm::Communicator& world, const Status& f
         "nothing saved: the AdamW moments are sharded (ZeRO-1) over every "
         "replica, the lost rank's shards with it; {}",
         restart);
-  } else if (writer < 0 || !all_whole) {
+  } else if (!found || !all_whole) {
     outcome = fmt::format(
-        "nothing saved: no replica holds every tensor at one completed step "
-        "({}{}); {}",
-        gone.empty() ? std::string("the replicas stand at different steps") : Join(gone),
-        all_whole ? "" : "; a survivor was switching plans", restart);
+        "nothing saved: the survivors do not hold every tensor at one completed step ({}{}); {}",
+        gone.empty() ? std::string() : Join(gone) + "; ",
+        all_whole ? "the surviving stages stand at different steps"
+                  : "a survivor was switching plans",
+        restart);
   } else if (train.checkpoint.dir.empty()) {
     outcome = fmt::format(
-        "nothing saved: train.checkpoint.dir is not set (pipeline {} still holds "
+        "nothing saved: train.checkpoint.dir is not set (the survivors still hold "
         "every tensor of step {}); {}",
-        writer, step, restart);
+        step, restart);
   } else if (step < 1) {
     outcome = fmt::format("no step was completed; {}", restart);
   } else if (step <= held.last_checkpoint_step) {
@@ -127,14 +167,14 @@ Status AfterPeerLost(RunContext& ctx, comm::Communicator& world, const Status& f
                           held.last_checkpoint);
   } else {
     CheckpointWriters writers;
-    writers.pipeline = writer;
+    writers.stage_pipeline = stage_pipeline;
     writers.comm_rank_of = comm_rank_of;
     Result<std::string> saved = SaveParallelCheckpoint(survivors, layout, *held.rank, *held.backend,
                                                        ctx.run->model, train, step, writers);
     outcome = saved.ok() ? fmt::format(
-                               "saved the last completed step {} to {} (written by the "
-                               "surviving replica, pipeline {}): restart from it with --resume",
-                               step, *saved, writer)
+                               "saved the last completed step {} to {} (written by {}): "
+                               "restart from it with --resume",
+                               step, *saved, Join(written_by))
                          : fmt::format("saving step {} failed ({}); {}", step,
                                        saved.status().message(), restart);
   }

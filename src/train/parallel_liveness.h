@@ -7,12 +7,15 @@
 //     message to the lost rank);
 //  2. they all-gather each survivor's last completed step (whose optimizer update it applied) and
 //     whether its state is whole (not in the middle of a plan switch);
-//  3. when every tensor still has a live holder -- a replica (pipeline) of the running plan whose
-//     ranks all survived, all at the same completed step K with whole state -- and
-//     train.checkpoint.dir is set, that replica's stages save the checkpoint of step K
-//     (parallel_checkpoint.h over the survivors; skipped when the run already saved step K);
-//  4. otherwise nothing is saved, and the error names what is lost (each replica's stages whose
-//     holders are gone) and the last complete checkpoint to restart from.
+//  3. when every tensor still has a live holder at one completed step K -- for each stage of a
+//     replica shape, a data-parallel replica of that shape (the same stages, block for block)
+//     whose stage survived with all its TP ranks at K; a whole surviving replica is one case --
+//     and train.checkpoint.dir is set, those stages save the checkpoint of step K (the latest such
+//     K; parallel_checkpoint.h over the survivors; skipped when the run already saved step K);
+//  4. otherwise nothing is saved, and the error names what is lost (each replica's lost ranks)
+//     and the last complete checkpoint to restart from.
+// Survivors may stand at two steps (a rank stopped after its last all-reduce message of step K:
+// some passed the update of K, some not), hence the per-stage choice.
 // The error returned (kUnavailable) is the same on every survivor but for the first part (how this
 // rank saw the loss): the lost world ranks and their devices, then what was saved or lost. It is
 // handed to Options::report_lost_peer before a last barrier of the survivors, so that every one has
