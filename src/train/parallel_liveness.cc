@@ -180,7 +180,11 @@ Status AfterPeerLost(RunContext& ctx, comm::Communicator& world, const Status& f
   }
   const Status error =
       Err(StatusCode::kUnavailable, "{}; {}; {}", failure.message(), lost_text, outcome);
-  if (ctx.options->report_lost_peer) ctx.options->report_lost_peer(error);
+  // Reported as the trainer returns it (prefixed with the rank), so that each survivor's line
+  // names the rank that prints it and the lost one.
+  if (ctx.options->report_lost_peer) {
+    ctx.options->report_lost_peer(error.WithContext(fmt::format("rank {}", world.rank())));
+  }
   Status done = survivors.Barrier();  // every survivor has reported before any ends the job
   (void)done;
   return error;
