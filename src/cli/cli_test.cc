@@ -45,10 +45,11 @@ class CliTest : public ::testing::Test {
     return Path(name);
   }
 
-  // Runs `motley ARGS` with stdout and stderr captured in files.
-  Outcome Run(const std::string& args) const {
-    const std::string cmd =
-        std::string(MOTLEY_BINARY) + " " + args + " >" + Path("stdout") + " 2>" + Path("stderr");
+  // Runs `motley ARGS` (or, with `command`, that shell command line) with stdout and stderr
+  // captured in files.
+  Outcome Run(const std::string& args, const std::string& command = "") const {
+    const std::string cmd = (command.empty() ? std::string(MOTLEY_BINARY) + " " + args : command) +
+                            " >" + Path("stdout") + " 2>" + Path("stderr");
     const int status = std::system(cmd.c_str());
     Outcome o;
     o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -581,6 +582,37 @@ TEST_F(CliTest, ProfileWritesAFileThePredictorReads) {
   Outcome bad = Run("profile " + run + " -o " + prof + " --tp 3");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--tp 3"), std::string::npos) << bad.err;
+}
+
+// The world is one rank per device of the cluster: a launch of another size is refused with one
+// message (printed by rank 0 only) naming both numbers and what to pass, and a multi-process
+// launch without a plan is refused (N copies of the single-device loop would race on one
+// checkpoint folder). A launcher is stood in for by its environment variables (Open MPI's).
+TEST_F(CliTest, LaunchesThatDoNotMatchTheClusterAreRefusedOnce) {
+  const std::string examples = std::string(MOTLEY_SOURCE_DIR) + "/examples/";
+  const std::string train = "train " + examples + "runs/local-hetero.yaml --steps 1 --plan " +
+                            examples + "plans/local-hetero-mixed.json";
+  Outcome ranks = Run(train + " --ranks 4");
+  EXPECT_EQ(ranks.exit_code, 2);
+  EXPECT_NE(ranks.err.find("has 6 devices"), std::string::npos) << ranks.err;
+  EXPECT_NE(ranks.err.find("pass --ranks 6"), std::string::npos) << ranks.err;
+  const std::string launched = "OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=";
+  Outcome rank0 = Run("", launched + "0 " + MOTLEY_BINARY + " " + train);
+  EXPECT_EQ(rank0.exit_code, 2);
+  EXPECT_NE(rank0.err.find("has 6 devices but the launcher started 4 processes"), std::string::npos)
+      << rank0.err;
+  EXPECT_NE(rank0.err.find("mpiexec -n 6"), std::string::npos) << rank0.err;
+  Outcome rank1 = Run("", launched + "1 " + MOTLEY_BINARY + " " + train);
+  EXPECT_EQ(rank1.exit_code, 2);
+  EXPECT_EQ(rank1.err, "");  // said once, by rank 0
+  Outcome serial = Run("", launched + "0 " + MOTLEY_BINARY + " train " + examples +
+                               "runs/local-hetero.yaml --steps 1");
+  EXPECT_EQ(serial.exit_code, 2);
+  EXPECT_NE(serial.err.find("pass --plan PLAN.json or --auto-plan"), std::string::npos)
+      << serial.err;
+  Outcome matched = Run(train + " --ranks 6 --checkpoint-dir " + Path("ckpt"));
+  EXPECT_EQ(matched.exit_code, 0) << matched.err;
+  EXPECT_NE(matched.out.find("6 ranks as threads"), std::string::npos) << matched.out;
 }
 
 }  // namespace

@@ -33,15 +33,24 @@ struct Offline {
   std::unique_ptr<perf::EmulatedComputeModel> emulated;
   std::unique_ptr<perf::Predictor> predictor;
   perf::StragglerRates rates;  // empty: no stragglers
+  perf::LinkRates link_rates;  // empty: no slow links
 };
 
-// One --straggler value "ID=RATE": device ID of [0, num_devices) runs RATE times slower, RATE a
-// finite number in [1, spec::kMaxSlowdown]. Errors (kInvalidArgument) name the option and the
-// value.
-Result<std::pair<int, double>> ParseStraggler(std::string_view text, int num_devices);
+// One --straggler value: "ID=RATE" (device ID runs RATE times slower) or "A-B=RATE" (the link
+// between devices A and B, both directions, runs RATE times slower). Ids are whole numbers of
+// [0, num_devices), A != B; RATE a finite number in [1, spec::kMaxSlowdown]. Errors
+// (kInvalidArgument) name the option and the value.
+struct Straggler {
+  int device = -1;  // the device, or one end of the link
+  int other = -1;   // the link's other end; -1: a device straggler
+  double rate = 1;  // times slower
+  bool is_link() const { return other >= 0; }
+};
+Result<Straggler> ParseStraggler(std::string_view text, int num_devices);
 
 // Builds the predictor of `run`. profile_path: a measured profile (docs/formats/profile.md) or
-// empty; stragglers: "ID=SLOWDOWN" entries (device ID runs SLOWDOWN times slower, >= 1).
+// empty; stragglers: "ID=SLOWDOWN" entries (device ID runs SLOWDOWN times slower, >= 1) or
+// "A-B=SLOWDOWN" entries (the link between devices A and B runs SLOWDOWN times slower).
 Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::string& profile_path,
                                              const std::vector<std::string>& stragglers);
 

@@ -85,7 +85,7 @@ int RunPredict(const CommonArgs& args) {
   if (!o.ok()) return Fail("predict", o.status());
   auto plan = LoadValidPlan(**o, args.plan_path);
   if (!plan.ok()) return Fail("predict", plan.status());
-  PrintPrediction(**o, *plan, (*o)->predictor->Predict(*plan, (*o)->rates));
+  PrintPrediction(**o, *plan, (*o)->predictor->Predict(*plan, (*o)->rates, (*o)->link_rates));
   return 0;
 }
 
@@ -99,9 +99,14 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
   so.record_trace = !trace_path.empty();
   so.rates = (*o)->rates;
   so.record_trace = so.record_trace || !args.report_path.empty();
+  if (!(*o)->link_rates.empty()) {
+    fmt::print(
+        "note: the simulator has no per-link rates; the link stragglers apply to the "
+        "prediction printed beside it only\n");
+  }
   auto r = simulator.Run(*plan, so);
   if (!r.ok()) return Fail("simulate", r.status());
-  const perf::Prediction pred = (*o)->predictor->Predict(*plan, (*o)->rates);
+  const perf::Prediction pred = (*o)->predictor->Predict(*plan, (*o)->rates, (*o)->link_rates);
   double busy = 0;
   int used = 0;
   for (size_t d = 0; d < r->device_busy_s.size(); ++d) {
@@ -232,8 +237,9 @@ void AddCommon(CLI::App* cmd, CommonArgs* args, bool with_plan) {
       ->type_name("PROFILE.json");
   cmd->add_option("--straggler", args->stragglers,
                   "Slow down a device by a factor >= 1, e.g. --straggler 3=2.5 (device 3 runs "
-                  "2.5x slower); repeatable")
-      ->type_name("ID=SLOWDOWN");
+                  "2.5x slower), or a link, e.g. --straggler 3-4=10 (the link between devices 3 "
+                  "and 4 runs 10x slower); repeatable")
+      ->type_name("ID=SLOWDOWN|A-B=SLOWDOWN");
 }
 
 void Register(CLI::App& app, const std::function<void(int)>& done) {

@@ -1,8 +1,12 @@
 // `motley train`: trains on one device (src/train/trainer.h) with a run file, or with the embedded
 // default run (the small model on the shipped corpus) when none is given. With `--plan PLAN.json`
-// it runs the plan (src/train/parallel_trainer.h): every rank a thread of this process, or, when
-// started by a launcher (Open MPI's OMPI_COMM_WORLD_RANK or Slurm's SLURM_PROCID is set), one
-// rank per process over the mpi communicator, world rank r driving the plan's r-th device.
+// it runs the plan (src/train/parallel_trainer.h) with one rank per device of the run's cluster
+// (docs/launch.md): every rank a thread of this process (`--ranks N`, when given, must be the
+// device count), or, when started by a launcher (Open MPI's OMPI_COMM_WORLD_RANK/SIZE or Slurm's
+// SLURM_PROCID/NTASKS), one rank per process over the mpi communicator, world rank r driving
+// device r; a launch of another size, or a multi-process launch without a plan, is refused once
+// (by rank 0). A plan may leave devices idle. After a lost rank every survivor reports and the
+// job ends with MPI_Abort (never MPI_Finalize, which would wait for the lost process).
 // On an emulated cluster `--clock virtual|wall` picks the clock, and `--compare PLAN2.json`
 // trains the same job under a second plan and prints both throughputs side by side; every run
 // writes its metrics (the first to the metrics path, the next beside it as STEM.LABEL.jsonl). A plan
@@ -16,9 +20,11 @@
 // under that plan; with `--resume` it continues from the latest checkpoint whatever plan or
 // cluster wrote it: after losing a device, resume on the cluster without it (issue 6).
 // `--replan` runs the straggler loop (src/elastic/elastic_run.h) behind the trainer's
-// plan-switch callback: every rank's compute time feeds the rate monitor, and a plan the
-// re-plan controller adopts is migrated to before the next step. `--inject SCENARIO.yaml`
-// slows emulated devices and links from given steps (docs/formats/scenario.md).
+// plan-switch callback (on rank 0 under a launcher): every rank's compute time, probe op and link
+// traffic feed the rate monitor, judged against the run's predictor (`--profile` adds measured
+// times), and a plan the re-plan controller adopts is migrated to before the next step.
+// `--inject SCENARIO.yaml` slows emulated devices and links from given steps
+// (docs/formats/scenario.md).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -82,6 +88,8 @@ struct TrainArgs {
   bool auto_plan = false;
   std::string report_path;
   int64_t log_interval = 0;
+  int ranks = 0;  // --ranks: 0 = one per device of the cluster
+  std::string profile_path;
 };
 
 constexpr const char* kAutoPlanLabel = "auto-plan";
@@ -185,20 +193,76 @@ Result<std::string> ResumeSource(const TrainArgs& args, const spec::TrainSpec& t
   return train.checkpoint.dir;
 }
 
-// The rank this process was given by a launcher, or -1 when it was not started by one.
-int LauncherRank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && *v != '\0') return std::atoi(v);
+// How this process was started: by a launcher (Open MPI's mpiexec sets OMPI_COMM_WORLD_RANK and
+// OMPI_COMM_WORLD_SIZE; Slurm's srun sets SLURM_PROCID and SLURM_NTASKS), or not (rank -1).
+struct Launch {
+  int rank = -1;         // this process's rank; -1: not started by a launcher
+  int size = 0;          // processes the launcher started
+  std::string variable;  // the size variable read, for messages ("OMPI_COMM_WORLD_SIZE=4")
+  bool launched() const { return rank >= 0; }
+};
+
+Launch LauncherLaunch() {
+  const std::pair<const char*, const char*> kinds[] = {
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (const auto& [rank_name, size_name] : kinds) {
+    const char* rank = std::getenv(rank_name);
+    if (rank == nullptr || *rank == '\0') continue;
+    Launch l;
+    l.rank = std::atoi(rank);
+    const char* size = std::getenv(size_name);
+    l.size = size != nullptr ? std::atoi(size) : 0;
+    l.variable = fmt::format("{}={}", size_name, size != nullptr ? size : "(unset)");
+    return l;
   }
-  return -1;
+  return Launch{};
+}
+
+// A failure every process of a launch reaches alike: printed once (by rank 0, or without a
+// launcher), the same exit code everywhere.
+int FailOnce(const Launch& launch, const Status& status) {
+  if (launch.rank > 0) return ExitCodeFor(status);
+  return Fail("train", status);
+}
+
+// The world is one rank per device of the cluster (ranks as threads: --ranks N, by default the
+// cluster's device count; under a launcher: the processes it started). A launch of another size
+// is refused with both numbers and what to pass.
+Status CheckLaunchMatchesCluster(const TrainArgs& args, const Launch& launch,
+                                 const spec::RunFile& run, const std::string& source) {
+  const int devices = run.cluster.num_devices();
+  if (launch.launched()) {
+    if (launch.size != devices) {
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: cluster '{}' has {} devices but the launcher started {} processes ({}); "
+                 "motley runs one process per device: launch {} (mpiexec -n {} / srun -n {}), or "
+                 "use a cluster file that lists the {} devices you have",
+                 source, run.cluster.name, devices, launch.size, launch.variable, devices, devices,
+                 devices, launch.size);
+    }
+    if (args.ranks > 0 && args.ranks != launch.size) {
+      return Err(StatusCode::kInvalidArgument,
+                 "--ranks {}: the launcher started {} processes ({}); under a launcher the "
+                 "world is its processes (leave --ranks out)",
+                 args.ranks, launch.size, launch.variable);
+    }
+    return Status::Ok();
+  }
+  if (args.ranks > 0 && args.ranks != devices) {
+    return Err(StatusCode::kInvalidArgument,
+               "--ranks {}: cluster '{}' ({}) has {} devices; motley runs one rank per device: "
+               "pass --ranks {} (or leave it out), or use a cluster file that lists {} devices",
+               args.ranks, run.cluster.name, source, devices, devices, args.ranks);
+  }
+  return Status::Ok();
 }
 
 // One rank per process over the mpi communicator.
 Result<train::ParallelTrainSummary> TrainUnderLauncher(const spec::RunFile& run,
                                                        const spec::Plan& plan,
                                                        const train::ParallelTrainerOptions& options,
-                                                       int launcher_rank) {
+                                                       int launcher_rank,
+                                                       const std::string& source) {
 #if defined(MOTLEY_HAVE_MPI)
   auto connect = [&](const comm::Emulation& emulation)
       -> Result<std::unique_ptr<comm::Communicator>> {
@@ -209,13 +273,27 @@ Result<train::ParallelTrainSummary> TrainUnderLauncher(const spec::RunFile& run,
     }
     return world;
   };
-  auto summary = train::TrainParallelProcess(run, plan, options, connect);
+  // After a lost rank every survivor reports, then the job ends at once: MPI_Finalize would wait
+  // for the lost process forever (mpi_world.h).
+  train::ParallelTrainerOptions with_report = options;
+  bool reported = false;
+  with_report.report_lost_peer = [&reported, &source](const Status& error) {
+    (void)Fail("train", error.WithContext(source));
+    std::fflush(stderr);
+    reported = true;
+  };
+  auto summary = train::TrainParallelProcess(run, plan, with_report, connect);
+  if (!summary.ok() && (reported || summary.status().code() == StatusCode::kUnavailable)) {
+    if (!reported) (void)Fail("train", summary.status().WithContext(source));
+    comm::MpiWorld::AbortJob(ExitCodeFor(summary.status()));
+  }
   comm::MpiWorld::Finalize();
   return summary;
 #else
   (void)run;
   (void)plan;
   (void)options;
+  (void)source;
   return Err("started by a launcher as rank {}, but this motley was built without MPI",
              launcher_rank);
 #endif
@@ -268,7 +346,11 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   if (!clock.ok()) {
     return Fail("train", clock.status());
   }
-  const int launcher_rank = LauncherRank();
+  const Launch launch = LauncherLaunch();
+  const int launcher_rank = launch.rank;
+  if (Status s = CheckLaunchMatchesCluster(args, launch, run, source); !s.ok()) {
+    return FailOnce(launch, s);
+  }
   std::vector<std::string> values = {args.auto_plan ? kAutoPlanLabel : args.plan_path};
   if (!args.compare_path.empty()) values.push_back(args.compare_path);
   bool baselines = false;
@@ -279,22 +361,23 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
   for (const std::string& value : values) {
     Result<spec::Plan> plan = ResolvePlan(run, value, planned, /*print=*/launcher_rank <= 0);
     if (!plan.ok()) {
-      return Fail("train", plan.status().WithContext(value == args.compare_path && plans.size() == 1
-                                                         ? "--compare"
-                                                         : "--plan"));
+      return FailOnce(
+          launch, plan.status().WithContext(
+                      value == args.compare_path && plans.size() == 1 ? "--compare" : "--plan"));
     }
     const Status checked = train::CheckPlanForRun(run, *plan);
     if (!checked.ok()) {
-      return Fail("train", checked.WithContext(source));
+      return FailOnce(launch, checked.WithContext(source));
     }
     plans.push_back(std::move(*plan));
     labels.push_back(PlanLabel(value));
   }
   if (launcher_rank >= 0 && plans.size() > 1) {
-    return Fail("train",
-                Err(StatusCode::kInvalidArgument, "--compare is not supported under a launcher"));
+    return FailOnce(
+        launch, Err(StatusCode::kInvalidArgument, "--compare is not supported under a launcher"));
   }
   train::ParallelTrainerOptions options;
+  options.world_devices = train::ClusterWorld(run.cluster);  // one rank per device
   Result<std::string> resume = ResumeSource(args, run.train);
   if (!resume.ok()) {
     return Fail("train", resume.status());
@@ -321,15 +404,33 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
     }
     elastic::InjectScenario(*scenario, run.cluster, &options);
   }
+  std::unique_ptr<Offline> replan_models;  // outlives `replanning`, which references its predictor
   std::unique_ptr<elastic::ElasticLoop> replanning;
   if (args.replan) {
-    if (plans.size() > 1 || launcher_rank >= 0) {
-      return Fail("train", Err(StatusCode::kInvalidArgument,
-                               "--replan runs with one plan and ranks as threads (not with "
-                               "--compare, not under a launcher)"));
+    if (plans.size() > 1) {
+      return FailOnce(launch, Err(StatusCode::kInvalidArgument,
+                                  "--replan runs with one plan (not with --compare)"));
     }
-    replanning = std::make_unique<elastic::ElasticLoop>(run, plans.front(), options.out);
-    replanning->Attach(&options);
+    // The coordinator runs on rank 0 (the trainer asks it after every step there and broadcasts
+    // its decision); the other processes only follow.
+    options.straggler_reports = true;  // on every rank: it sizes the per-step all-gather
+    if (launcher_rank <= 0) {
+      // The loop's predictor is the run's, as `motley plan` builds it (cli/offline.h).
+      Result<std::unique_ptr<Offline>> offline = LoadOffline(run, args.profile_path, {});
+      if (!offline.ok()) return FailOnce(launch, offline.status().WithContext("--replan"));
+      replan_models = std::move(*offline);
+      elastic::ElasticOptions eo;
+      eo.world_devices = options.world_devices;
+      eo.measured_types = elastic::MeasuredTypes(run.cluster, replan_models->predictor->compute());
+      eo.progress = options.out;
+      replanning = std::make_unique<elastic::ElasticLoop>(run, *replan_models->predictor,
+                                                          plans.front(), std::move(eo));
+      replanning->Attach(&options);
+    }
+  } else if (!args.profile_path.empty()) {
+    return FailOnce(launch, Err(StatusCode::kInvalidArgument,
+                                "--profile applies to --replan (the straggler loop's expected "
+                                "times)"));
   }
   // Each line of the metrics carries the step time the predictor gives the plan it ran under
   // (lines after a plan switch carry none).
@@ -366,7 +467,7 @@ int RunParallelTrain(const TrainArgs& args, const CLI::App& cmd, const spec::Run
       if (elastic_annotate) elastic_annotate(step, line);
     };
     auto summary = launcher_rank >= 0
-                       ? TrainUnderLauncher(this_run, plans[i], options, launcher_rank)
+                       ? TrainUnderLauncher(this_run, plans[i], options, launcher_rank, source)
                        : train::TrainParallel(this_run, plans[i], options);
     if (!summary.ok()) {
       return Fail("train", summary.status().WithContext(source));
@@ -421,8 +522,19 @@ int RunTrain(const TrainArgs& args, const CLI::App& cmd) {
                              "plan)"));
   }
   if (!args.plan_path.empty() || args.auto_plan) return RunParallelTrain(args, cmd, *run, source);
-  for (const char* option :
-       {"--compare", "--trace", "--trace-steps", "--clock", "--replan", "--inject"}) {
+  const Launch launch = LauncherLaunch();
+  if (launch.launched() && launch.size != 1) {
+    // N copies of the single-device loop would race on one checkpoint folder and metrics file.
+    return FailOnce(launch, Err(StatusCode::kInvalidArgument,
+                                "{}: started by a launcher as {} processes ({}), but without "
+                                "--plan or --auto-plan motley trains on one device; pass --plan "
+                                "PLAN.json or --auto-plan to run one rank per device of cluster "
+                                "'{}' ({} devices), or run `motley train` without the launcher",
+                                source, launch.size, launch.variable, run->cluster.name,
+                                run->cluster.num_devices()));
+  }
+  for (const char* option : {"--compare", "--trace", "--trace-steps", "--clock", "--replan",
+                             "--inject", "--ranks", "--profile"}) {
     if (cmd.count(option) > 0) {
       return Fail("train",
                   Err(StatusCode::kInvalidArgument,
@@ -549,12 +661,26 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
                   "--init-from ./my-llama")
       ->type_name("DIR");
   cmd->add_flag("--replan", args->replan,
-                "With --plan: detect stragglers from every rank's compute time and re-plan in the "
-                "background; an adopted plan is migrated to at a step boundary");
+                "With --plan or --auto-plan (threads or mpiexec): detect slow devices and links "
+                "from every rank's compute time, probe op and link traffic, re-plan in the "
+                "background, and migrate to an adopted plan at a step boundary, e.g. `motley "
+                "train examples/runs/emulated-8.yaml --auto-plan --inject "
+                "examples/scenarios/slow-device.yaml --replan`");
   cmd->add_option("--inject", args->inject_path,
                   "With --plan on an emulated cluster: slow devices and links from given steps "
                   "(a scenario file, docs/formats/scenario.md), to rehearse stragglers")
       ->type_name("SCENARIO.yaml");
+  cmd->add_option("--ranks", args->ranks,
+                  "With --plan or --auto-plan, ranks as threads: the launch size, which must be "
+                  "the cluster's device count (one rank per device; the default); under mpiexec "
+                  "or srun the processes are the world")
+      ->check(IntRange(1, spec::kMaxDevices))
+      ->type_name("N");
+  cmd->add_option("--profile", args->profile_path,
+                  "With --replan: a measured profile (`motley profile`, docs/formats/profile.md) "
+                  "whose times are the expected times of the device types it covers (other real "
+                  "devices are judged against the median of their peers)")
+      ->type_name("PROFILE.json");
   cmd->add_flag("--cuda-bf16", args->cuda_bf16,
                 "With --plan: stages on devices of vendor cuda round matmul operands to bf16 "
                 "(fp32 accumulation and master weights; docs/backend-cuda.md)");

@@ -19,6 +19,10 @@
 //   once, an unsupported dtype or an inaccessible device tensor.
 // - Abort(reason) releases every rank of the whole world that is waiting or will wait: their calls
 //   return an error quoting the reason. It is sticky: the world cannot be used afterwards.
+// - Liveness (mpi): a peer silent for CommOptions::silence_timeout_s is lost. The rank that finds
+//   it tells every other rank, and from then on every operation of every communicator opened
+//   before fails with kUnavailable, naming the lost world rank, on every survivor. Survivors()
+//   then gives the survivors a communicator of their own (e.g. to save what they hold).
 // - Data: tensors are contiguous; reductions support f32, f64 and i32; copies support every dtype.
 #pragma once
 
@@ -114,6 +118,14 @@ class Communicator {
   // ordered by (key, rank). A rank passing kUndefinedColor gets a null communicator. Groups are
   // rebuilt when a plan changes by splitting the world communicator again.
   virtual Result<std::unique_ptr<Communicator>> Split(int color, int key) = 0;
+
+  // After a liveness failure: a communicator over this group's members that are not lost (group
+  // order kept, ranks renumbered; the lost world ranks go to *lost). Local: each survivor calls
+  // it, no message is exchanged. Errors when no peer was lost or the backend has no liveness.
+  virtual Result<std::unique_ptr<Communicator>> Survivors(std::vector<int>* lost) {
+    (void)lost;
+    return Err("Survivors on group '{}': this backend has no liveness", name());
+  }
 };
 
 }  // namespace motley::comm

@@ -6,6 +6,13 @@
 
 namespace motley::comm {
 
+void LinkTraffic::Reset(int world_size) {
+  const auto n = static_cast<size_t>(world_size);
+  bytes.assign(n, 0.0);
+  transfers.assign(n, 0);
+  seconds.assign(n, 0.0);
+}
+
 LinkMatrix::LinkMatrix(int world_size, LinkModel default_link)
     : n_(world_size),
       links_(static_cast<size_t>(world_size) * static_cast<size_t>(world_size), default_link) {

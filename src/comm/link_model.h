@@ -61,6 +61,20 @@ class LinkMatrix {
   std::vector<std::vector<LinkRateChange>> schedules_;  // n_ * n_ (sorted by step), or empty
 };
 
+// What one rank sent over its emulated links (the straggler monitor's link samples,
+// docs/architecture.md §9), per destination world rank: bytes charged, transfers (each pays the
+// link's latency once) and seconds on the wire (from the moment the link is free for the transfer
+// to its arrival, so waiting for the peer or for earlier transfers is not counted). Written by the
+// rank's communicators (the rank's thread) when Emulation::traffic points at it; read or Reset it
+// on the same thread between operations.
+struct LinkTraffic {
+  std::vector<double> bytes;
+  std::vector<int64_t> transfers;
+  std::vector<double> seconds;
+  // Zeroes the counters for a world of `world_size` ranks.
+  void Reset(int world_size);
+};
+
 // What a communicator charges transfers to. `links` and `clock` are non-owning and must outlive
 // every communicator that uses them; `links` is indexed by WORLD rank.
 struct Emulation {
@@ -73,6 +87,9 @@ struct Emulation {
   // outlive the communicator). Set: transfers are charged LinkAt(src, dst, *step) so that link
   // rate schedules apply; nullptr: the nominal links.
   const std::atomic<int64_t>* step = nullptr;
+  // Optional (non-owning, must outlive the communicator): every charged transfer is counted here
+  // (sized to the world by Reset before the first transfer).
+  LinkTraffic* traffic = nullptr;
   bool enabled() const { return links != nullptr && clock != nullptr; }
 };
 

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/core.h>
@@ -21,6 +24,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kHeartbeatTag = 1;
 constexpr int kAbortTag = 2;
+constexpr int kLostTag = 3;  // "<world rank>|<reason>": a peer found silent
 
 std::string MpiError(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -30,6 +34,7 @@ std::string MpiError(int code) {
 }
 
 struct MpiRequest : TransportRequest {
+  uint64_t context = 0;
   MPI_Request header = MPI_REQUEST_NULL;
   MPI_Request payload = MPI_REQUEST_NULL;
   Envelope expect;
@@ -46,8 +51,10 @@ class MpiTransport final : public Transport {
   MpiTransport(const CommOptions& options, bool threaded) : options_(options) {
     MPI_Comm_dup(MPI_COMM_WORLD, &data_);
     MPI_Comm_dup(MPI_COMM_WORLD, &control_);
+    MPI_Comm_dup(MPI_COMM_WORLD, &survivors_);  // the channel of survivor contexts
     MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(survivors_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(data_, &rank_);
     MPI_Comm_size(data_, &size_);
     int flag = 0;
@@ -72,10 +79,11 @@ class MpiTransport final : public Transport {
     stop_ = true;
     if (heartbeat_.joinable()) heartbeat_.join();
     for (auto& [ctx, comm] : contexts_) {
-      if (ctx != 1) MPI_Comm_free(&comm);
+      if (ctx != 1 && survivor_contexts_.count(ctx) == 0) MPI_Comm_free(&comm);
     }
     MPI_Comm_free(&data_);
     MPI_Comm_free(&control_);
+    MPI_Comm_free(&survivors_);
   }
 
   int world_rank() const override { return rank_; }
@@ -90,6 +98,7 @@ class MpiTransport final : public Transport {
     auto req = std::make_shared<MpiRequest>();
     req->is_send = true;
     req->peer = dst;
+    req->context = context;
     req->envelope = envelope;
     const int mtag = MpiTag(tag);
     int rc = MPI_Isend(&req->envelope, sizeof(Envelope), MPI_BYTE, peer, mtag, comm, &req->header);
@@ -107,6 +116,7 @@ class MpiTransport final : public Transport {
     const auto [comm, peer] = source;
     auto req = std::make_shared<MpiRequest>();
     req->peer = src;
+    req->context = context;
     req->expect = expect;
     req->data = data;
     void* target = data;
@@ -143,6 +153,11 @@ class MpiTransport final : public Transport {
       if (all) return Status::Ok();
       if (heartbeat_.joinable() == false) DrainControl();
       if (Status a = abort_status(); !a.ok()) return Fail(reqs, a.WithContext(where));
+      for (MpiRequest* r : reqs) {
+        if (Status c = context_status(r->context); !c.ok()) {
+          return Fail(reqs, c.WithContext(where));
+        }
+      }
       const auto now = Clock::now();
       // Judge peers only while this process's own heartbeat thread runs on time: a process
       // that was itself stopped (SIGSTOP) first catches up with the news it missed.
@@ -152,7 +167,11 @@ class MpiTransport final : public Transport {
         if (r->done || !heartbeat_.joinable() || !self_fresh) continue;
         const double silent = SecondsSince(r->peer);
         if (silent > options_.silence_timeout_s) {
-          return Fail(reqs, Err("{}: peer lost: {} is silent (no heartbeat for {:.2f} s)", where,
+          DeclareLost(r->peer, fmt::format("world rank {} is silent (no heartbeat for {:.2f} s; "
+                                           "found by world rank {})",
+                                           r->peer, silent, rank_));
+          return Fail(reqs, Err(StatusCode::kUnavailable,
+                                "{}: peer lost: {} is silent (no heartbeat for {:.2f} s)", where,
                                 DescribePeer(info, r->peer), silent));
         }
       }
@@ -224,6 +243,32 @@ class MpiTransport final : public Transport {
     return Err("aborted: {}", abort_reason_);
   }
 
+  std::vector<int> lost_ranks() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::vector<int>(lost_.begin(), lost_.end());
+  }
+
+  Status context_status(uint64_t context) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lost_.count(rank_) != 0) {
+      return Err(StatusCode::kUnavailable, "this rank (world rank {}) was declared lost: {}", rank_,
+                 lost_reason_);
+    }
+    if (lost_.empty() || survivor_contexts_.count(context) != 0) return Status::Ok();
+    return Err(StatusCode::kUnavailable, "peer lost: {}", lost_reason_);
+  }
+
+  Status OpenSurvivorContext(uint64_t context, const std::vector<int>& members) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int m : members) {
+      if (lost_.count(m) != 0) return Err("world rank {} is lost", m);
+    }
+    survivor_contexts_.insert(context);
+    contexts_[context] = survivors_;
+    members_[context] = members;
+    return Status::Ok();
+  }
+
  private:
   static int64_t NowNs() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -248,6 +293,12 @@ class MpiTransport final : public Transport {
     if (it == contexts_.end()) return Err("mpi: unknown communicator context {:x}", context);
     if (context == 1) return std::make_pair(it->second, world_rank);
     const std::vector<int>& m = members_[context];
+    if (survivor_contexts_.count(context) != 0) {  // on a dup of the world: world ranks
+      if (std::find(m.begin(), m.end(), world_rank) == m.end()) {
+        return Err("world rank {} is not among the survivors", world_rank);
+      }
+      return std::make_pair(it->second, world_rank);
+    }
     auto pos = std::find(m.begin(), m.end(), world_rank);
     if (pos == m.end()) return Err("world rank {} is not in this group", world_rank);
     return std::make_pair(it->second, static_cast<int>(pos - m.begin()));
@@ -316,6 +367,12 @@ class MpiTransport final : public Transport {
       MPI_Recv(text.data(), count, MPI_CHAR, st.MPI_SOURCE, st.MPI_TAG, control_,
                MPI_STATUS_IGNORE);
       last_heard_[static_cast<size_t>(st.MPI_SOURCE)] = NowNs();
+      if (st.MPI_TAG == kLostTag) {
+        const size_t bar = text.find('|');
+        const int lost = bar == std::string::npos ? -1 : std::atoi(text.substr(0, bar).c_str());
+        // A rank told it was declared lost (it was stopped, and runs again) is out of the job.
+        if (lost >= 0 && lost < size_) MarkLost(lost, text.substr(bar + 1));
+      }
       if (st.MPI_TAG == kAbortTag) {
         std::lock_guard<std::mutex> lock(mu_);
         if (!aborted_) {
@@ -360,9 +417,46 @@ class MpiTransport final : public Transport {
     for (MPI_Request& r : beats) MPI_Request_free(&r);
   }
 
+  // Records `peer` as lost (the first reason is kept); true when it was not known before.
+  bool MarkLost(int peer, const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lost_.count(peer) != 0) return false;
+    if (lost_.empty()) lost_reason_ = reason;
+    lost_.insert(peer);
+    return true;
+  }
+
+  // A peer found silent here: recorded, and every other rank is told (so that its waits fail at
+  // once, naming the lost rank, instead of at their deadlines); the lost rank too, should it run
+  // again (a stopped process that is continued): it is then out of the job.
+  void DeclareLost(int peer, const std::string& reason) {
+    if (!MarkLost(peer, reason)) return;
+    const std::string text = fmt::format("{}|{}", peer, reason);
+    std::vector<MPI_Request> sent;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      MPI_Request r = MPI_REQUEST_NULL;
+      MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, p, kLostTag, control_, &r);
+      sent.push_back(r);
+    }
+    const auto until = Clock::now() + std::chrono::seconds(1);  // small messages go out eagerly
+    for (MPI_Request& r : sent) {
+      int flag = 0;
+      while (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag == 0 &&
+             Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      if (flag == 0) MPI_Request_free(&r);
+    }
+  }
+
   CommOptions options_;
   MPI_Comm data_ = MPI_COMM_NULL;
   MPI_Comm control_ = MPI_COMM_NULL;
+  MPI_Comm survivors_ = MPI_COMM_NULL;
+  std::set<int> lost_;                    // guarded by mu_
+  std::string lost_reason_;               // the first loss, for every failed operation
+  std::set<uint64_t> survivor_contexts_;  // opened after a loss; they stay usable
   int rank_ = 0;
   int size_ = 1;
   int tag_ub_ = 32767;
@@ -395,6 +489,13 @@ Result<std::unique_ptr<Communicator>> MpiWorld::Connect(int* argc, char*** argv,
   }
   return MakeRingWorld(std::make_shared<MpiTransport>(options, provided == MPI_THREAD_MULTIPLE),
                        options, emulation);
+}
+
+void MpiWorld::AbortJob(int exit_code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; in case an implementation does
 }
 
 void MpiWorld::Finalize() {

@@ -147,6 +147,29 @@ Result<std::unique_ptr<Communicator>> RingCommunicator::Split(int color, int key
                            fmt::format("{}/split{}.c{}", name_, seq, color)));
 }
 
+Result<std::unique_ptr<Communicator>> RingCommunicator::Survivors(std::vector<int>* lost) {
+  const std::vector<int> gone = shared_->transport->lost_ranks();
+  if (gone.empty()) return Err("Survivors on group '{}': no rank was lost", name_);
+  if (lost != nullptr) *lost = gone;
+  std::vector<int> members;
+  int new_rank = -1;
+  for (int world : members_) {
+    if (std::find(gone.begin(), gone.end(), world) != gone.end()) continue;
+    if (world == members_[Idx(rank_)]) new_rank = static_cast<int>(members.size());
+    members.push_back(world);
+  }
+  if (new_rank < 0) {
+    return Err(StatusCode::kUnavailable, "Survivors on group '{}': this rank was declared lost",
+               name_);
+  }
+  std::vector<int64_t> ids(gone.begin(), gone.end());
+  const uint64_t context = HashWords({context_, 0x5355525649564FULL /* "SURVIVO" */}, &ids);
+  MOTLEY_RETURN_IF_ERROR(shared_->transport->OpenSurvivorContext(context, members)
+                             .WithContext(fmt::format("Survivors on group '{}'", name_)));
+  return std::unique_ptr<Communicator>(new RingCommunicator(
+      shared_, context, std::move(members), new_rank, fmt::format("{}/survivors", name_)));
+}
+
 LinkModel RingCommunicator::Link(int dst_world) const {
   const Emulation& e = shared_->emulation;
   if (!e.enabled()) return LinkModel{0.0, std::numeric_limits<double>::infinity()};
@@ -185,6 +208,8 @@ Status RingCommunicator::Enter(const char* op, std::initializer_list<const Tenso
                                bool reduces) {
   MOTLEY_RETURN_IF_ERROR(
       shared_->transport->abort_status().WithContext(fmt::format("{} on group '{}'", op, name_)));
+  MOTLEY_RETURN_IF_ERROR(shared_->transport->context_status(context_).WithContext(
+      fmt::format("{} on group '{}'", op, name_)));
   const Tensor* first = nullptr;
   for (const Tensor* t : tensors) {
     if (!t->defined()) return Err("{} on group '{}': undefined tensor", op, name_);
@@ -272,7 +297,14 @@ Seconds RingCommunicator::Charge(int dst_world, size_t bytes) {
   if (!e.enabled()) return 0.0;
   Seconds& free_at = shared_->link_free_at[Idx(dst_world)];
   const Seconds start = std::max(e.clock->now(), free_at);
-  free_at = start + Link(dst_world).TransferTime(static_cast<double>(bytes) * e.payload_scale);
+  const double charged = static_cast<double>(bytes) * e.payload_scale;
+  const Seconds wire = Link(dst_world).TransferTime(charged);
+  free_at = start + wire;
+  if (e.traffic != nullptr && Idx(dst_world) < e.traffic->bytes.size()) {
+    e.traffic->bytes[Idx(dst_world)] += charged;
+    e.traffic->transfers[Idx(dst_world)] += 1;
+    e.traffic->seconds[Idx(dst_world)] += wire;
+  }
   return free_at;
 }
 void RingCommunicator::Arrive(Seconds arrival_s) {

@@ -67,6 +67,7 @@ class RingCommunicator final : public Communicator {
   Status Wait(Request& request) override;
   void Abort(const std::string& reason) override;
   Result<std::unique_ptr<Communicator>> Split(int color, int key) override;
+  Result<std::unique_ptr<Communicator>> Survivors(std::vector<int>* lost) override;
 
  private:
   // Marks this rank busy in `op` for liveness reports, until the end of the scope.

@@ -124,6 +124,18 @@ class Transport {
   virtual void Abort(const std::string& reason) = 0;
   // Non-ok once any rank aborted.
   virtual Status abort_status() const = 0;
+
+  // Liveness (transports with heartbeats, mpi): the world ranks found silent here or reported
+  // lost by a peer, ascending; empty while none is.
+  virtual std::vector<int> lost_ranks() const { return {}; }
+  // Non-ok (kUnavailable, naming the lost rank) for a context opened before a peer was lost:
+  // every operation on it fails. Survivor contexts (OpenSurvivorContext) stay usable.
+  virtual Status context_status(uint64_t /*context*/) const { return Status::Ok(); }
+  // After a loss: a context over `members` (world ranks of survivors, ascending), on a channel
+  // kept for it, set up locally (no collective, so no survivor can hang on a lost rank).
+  virtual Status OpenSurvivorContext(uint64_t /*context*/, const std::vector<int>& /*members*/) {
+    return Err("the {} transport has no liveness (no lost ranks to leave out)", backend_name());
+  }
 };
 
 // Combines `bytes` of incoming data into dst: dst[i] = op(dst[i], src[i]).

@@ -4,6 +4,9 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "parallel/world_layout.h"
+#include "perf/emulated_compute_model.h"
+
 namespace motley::elastic {
 
 void InjectScenario(const straggler::Scenario& scenario, const spec::ClusterSpec& cluster,
@@ -19,34 +22,47 @@ void InjectScenario(const straggler::Scenario& scenario, const spec::ClusterSpec
   }
 }
 
-ElasticLoop::ElasticLoop(const spec::RunFile& run, const spec::Plan& initial,
-                         std::FILE* progress,
-                         const std::function<void(straggler::CoordinatorOptions&)>& tune)
-    : run_(run), progress_(progress) {
-  settings_ = perf::DefaultSettings(run_.cluster, run_.train);
-  compute_ = std::make_unique<perf::RooflineComputeModel>(run_.cluster, run_.model, settings_);
-  predictor_ = std::make_unique<perf::Predictor>(run_.cluster, run_.model, run_.train, *compute_,
-                                                 settings_);
-  straggler::CoordinatorOptions o;
-  o.progress = progress;
-  // Plans this runtime runs and migrates between: no ZeRO-1 (a switch to or from it is refused;
-  // CheckPlanForRun has the last word).
-  o.controller.planner.zero1 = false;
-  o.controller.planner.exhaustive_max_units = 0;
-  o.controller.accept = [this](const spec::Plan& p) { return train::CheckPlanForRun(run_, p); };
-  // Idle ranks on emulated devices run a probe op each step, so a dropped device's recovery is
-  // seen; on real devices there is no probe yet: keep every device in the plan.
-  bool emulated = true;
-  for (int d = 0; d < run_.cluster.num_devices(); ++d) {
-    emulated = emulated && run_.cluster.device_type_of(d).is_emulated();
+std::vector<bool> MeasuredTypes(const spec::ClusterSpec& cluster,
+                                const perf::ComputeModel& compute) {
+  std::vector<bool> out(cluster.device_types.size(), false);
+  const auto* emulated = dynamic_cast<const perf::EmulatedComputeModel*>(&compute);
+  const auto* profiled = dynamic_cast<const perf::ProfiledComputeModel*>(&compute);
+  for (size_t t = 0; t < out.size(); ++t) {
+    const int type = static_cast<int>(t);
+    out[t] = (emulated != nullptr && cluster.device_types[t].is_emulated()) ||
+             (profiled != nullptr && profiled->Covers(type));
   }
-  o.controller.allow_drop = emulated;
-  if (tune) tune(o);
-  coordinator_ = std::make_unique<straggler::StragglerCoordinator>(*predictor_, initial, o);
+  return out;
+}
+
+ElasticLoop::ElasticLoop(const spec::RunFile& run, const perf::Predictor& predictor,
+                         const spec::Plan& initial, ElasticOptions options)
+    : run_(run), world_(std::move(options.world_devices)), progress_(options.progress) {
+  if (world_.empty()) {
+    Result<parallel::WorldLayout> layout = parallel::WorldLayout::Build(initial);
+    if (layout.ok()) world_ = layout->devices();
+  }
+  straggler::CoordinatorOptions o;
+  o.progress = options.progress;
+  o.measured_types = std::move(options.measured_types);
+  // Plans this runtime runs and migrates between: ZeRO-1 ones too (their moments are gathered
+  // whole for the move), any recompute; devices inside the world (CheckPlanForRun and the world
+  // layout have the last word).
+  o.controller.planner.exhaustive_max_units = 0;
+  o.controller.accept = [this](const spec::Plan& p) -> Status {
+    MOTLEY_RETURN_IF_ERROR(train::CheckPlanForRun(run_, p));
+    return parallel::WorldLayout::Build(p, world_).status();
+  };
+  // Every idle rank runs a probe op each step (real devices too), so a dropped device's recovery
+  // is seen: devices may leave the plan and come back.
+  o.controller.allow_drop = true;
+  if (options.tune) options.tune(o);
+  coordinator_ = std::make_unique<straggler::StragglerCoordinator>(predictor, initial, o);
 }
 
 std::optional<spec::Plan> ElasticLoop::AfterStep(int64_t step, const train::StepReport& report) {
   std::vector<straggler::RankCompute> ranks;
+  std::vector<straggler::LinkUse> links;
   for (const train::StepReport::Rank& rank : report.ranks) {
     straggler::RankCompute c;
     c.device = rank.device;
@@ -55,8 +71,12 @@ std::optional<spec::Plan> ElasticLoop::AfterStep(int64_t step, const train::Step
     c.probe_s = rank.probe_s;
     c.probe_expected_s = rank.probe_expected_s;
     ranks.push_back(c);
+    for (const train::StepReport::Rank::Link& l : rank.links) {
+      links.push_back(
+          straggler::LinkUse{rank.device, l.to_device, l.bytes, l.transfers, l.seconds});
+    }
   }
-  auto next = coordinator_->AfterStep(step, ranks);
+  auto next = coordinator_->AfterStep(step, ranks, links);
   if (!next.ok()) {
     if (progress_ != nullptr) {
       fmt::print(progress_, "step {} | re-plan failed: {}\n", step, next.status().message());
@@ -66,11 +86,13 @@ std::optional<spec::Plan> ElasticLoop::AfterStep(int64_t step, const train::Step
   if (next->has_value()) {
     (*next)->source = fmt::format("replan after step {}", step);
     adopted_.push_back(**next);
+    adopted_after_.push_back(step);
   }
   return *next;
 }
 
 void ElasticLoop::Attach(train::ParallelTrainerOptions* options) {
+  options->straggler_reports = true;
   options->plan_switch = [this](int64_t step, const train::StepReport& report) {
     return AfterStep(step, report);
   };

@@ -64,32 +64,34 @@ bool Holds(const spec::StagePlan& s, int64_t id, int64_t num_blocks) {
 }  // namespace
 
 Predictor::BoundaryLinks Predictor::PipelineLinks(const spec::PipelinePlan& pipe,
-                                                  const NicSharers& sharers) const {
+                                                  const NicSharers& sharers,
+                                                  const LinkRates& link_rates) const {
   BoundaryLinks links;
   for (size_t i = 0; i + 1 < pipe.stages.size(); ++i) {
     const auto na = static_cast<size_t>(cluster_.device(pipe.stages[i].devices.front()).node);
     const auto nb = static_cast<size_t>(cluster_.device(pipe.stages[i + 1].devices.front()).node);
     links.fwd_s.push_back(P2PTimeBetween(pipe.stages[i], pipe.stages[i + 1], pipe.micro_batch_size,
-                                         sharers.egress[na], sharers.ingress[nb]));
+                                         sharers.egress[na], sharers.ingress[nb], link_rates));
     links.bwd_s.push_back(P2PTimeBetween(pipe.stages[i], pipe.stages[i + 1], pipe.micro_batch_size,
-                                         sharers.ingress[nb], sharers.egress[na]));
+                                         sharers.ingress[nb], sharers.egress[na], link_rates));
   }
   return links;
 }
 
-Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rates) const {
-  return PredictWith(plan, rates, {});
+Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rates,
+                              const LinkRates& links) const {
+  return PredictWith(plan, rates, {}, links);
 }
 
 Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& rates,
-                                  const PipelinePhase& phase) const {
+                                  const PipelinePhase& phase, const LinkRates& link_rates) const {
   Prediction pred;
   const size_t np = plan.pipelines.size();
   const int64_t L = model_.num_blocks;
   pred.stages.resize(np);
   pred.pipeline_time_s.resize(np);
   pred.peak_memory_per_type.assign(cluster_.device_types.size(), 0.0);
-  const DpGroups dp = ComputeDpGroups(plan);
+  const DpGroups dp = ComputeDpGroups(plan, link_rates);
   const NicSharers sharers = CountNicSharers(plan);
   const bool zero = plan.optimizer_sharding == spec::OptimizerSharding::kZero1;
 
@@ -133,7 +135,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     for (size_t q = 0; q < members.size(); ++q) {
       const int a = ranks[static_cast<size_t>(members[q])].device;
       const int b = ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device;
-      const spec::LinkClass& link = cluster_.LinkBetween(a, b);
+      const spec::LinkClass link = LinkOf(a, b, link_rates);
       hops.push_back(Hop{link.latency_s, link.EffectiveBandwidth()});
     }
     return hops;
@@ -181,8 +183,10 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     for (int m : members) devices.push_back(ranks[static_cast<size_t>(m)].device);
     auto it = best_cache.find({devices, total_bytes});
     if (it == best_cache.end()) {
-      it = best_cache.emplace(std::make_pair(devices, total_bytes),
-                              GroupAllReduceTime(cluster_, devices, total_bytes)).first;
+      it = best_cache
+               .emplace(std::make_pair(devices, total_bytes),
+                        AllReduceOver(devices, total_bytes, link_rates))
+               .first;
     }
     const Seconds exit = *std::max_element(entries.begin(), entries.end()) + it->second;
     return std::vector<Seconds>(entries.size(), exit);
@@ -232,9 +236,9 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
   for (size_t k = 0; k < np; ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     for (const spec::StagePlan& st : pipe.stages) {
-      costs[k].push_back(StageCostOf(st, pipe.micro_batch_size, st.recompute, rates));
+      costs[k].push_back(StageCostOf(st, pipe.micro_batch_size, st.recompute, rates, link_rates));
     }
-    links[k] = PipelineLinks(pipe, sharers);
+    links[k] = PipelineLinks(pipe, sharers, link_rates);
   }
   auto own_phase = [&](const std::vector<std::vector<Seconds>>& ready) {
     std::vector<std::vector<Seconds>> ends(np);

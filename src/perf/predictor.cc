@@ -97,8 +97,7 @@ StageCost Predictor::StageCostOfShape(int device_type, int tp, const spec::LinkC
   // (with SP: reduce-scatter + all-gather pairs of the same volume); full recompute repeats the
   // forward's two.
   Seconds tp_ar = 0;
-  if (tp > 1) {
-    MOTLEY_CHECK(intra_link != nullptr, "a TP group needs an intra-node link");
+  if (tp > 1 && intra_link != nullptr) {
     tp_ar = RingAllReduceTime(ActivationMessageBytes(b), tp, *intra_link);
   }
   const double n = static_cast<double>(num_blocks);
@@ -126,11 +125,13 @@ StageCost Predictor::StageCostOfShape(int device_type, int tp, const spec::LinkC
 }
 
 StageCost Predictor::StageCostOf(const spec::StagePlan& stage, int64_t micro_batch_size,
-                                 spec::Recompute recompute, const StragglerRates& rates) const {
+                                 spec::Recompute recompute, const StragglerRates& rates,
+                                 const LinkRates& links) const {
   MOTLEY_CHECK(!stage.devices.empty(), "stage without devices");
   const int first = stage.devices.front();
-  const spec::LinkClass* intra =
-      stage.devices.size() > 1 ? &cluster_.LinkBetween(first, stage.devices[1]) : nullptr;
+  const spec::LinkClass intra_link =
+      stage.devices.size() > 1 ? LinkOf(first, stage.devices[1], links) : spec::LinkClass{};
+  const spec::LinkClass* intra = stage.devices.size() > 1 ? &intra_link : nullptr;
   return StageCostOfShape(cluster_.device(first).type, stage.tp_degree, intra, stage.num_blocks,
                           stage.has_embedding, stage.has_head, micro_batch_size, recompute,
                           GroupRate(rates, stage.devices));
@@ -138,11 +139,11 @@ StageCost Predictor::StageCostOf(const spec::StagePlan& stage, int64_t micro_bat
 
 Seconds Predictor::P2PTimeBetween(const spec::StagePlan& from, const spec::StagePlan& to,
                                   int64_t micro_batch_size, int sender_sharers,
-                                  int receiver_sharers) const {
+                                  int receiver_sharers, const LinkRates& links) const {
   const int a = from.devices.front();
   const int b = to.devices.front();
   if (a == b) return 0;
-  const spec::LinkClass& link = cluster_.LinkBetween(a, b);
+  const spec::LinkClass link = LinkOf(a, b, links);
   BytesPerSecond bw = link.EffectiveBandwidth();
   const int na = cluster_.device(a).node;
   const int nb = cluster_.device(b).node;
@@ -169,17 +170,17 @@ Predictor::NicSharers Predictor::CountNicSharers(const spec::Plan& plan) const {
   return s;
 }
 
-Seconds Predictor::BoundaryTime(const spec::PipelinePlan& pipe, size_t i,
-                                const NicSharers& sharers) const {
+Seconds Predictor::BoundaryTime(const spec::PipelinePlan& pipe, size_t i, const NicSharers& sharers,
+                                const LinkRates& links) const {
   const spec::StagePlan& from = pipe.stages[i];
   const spec::StagePlan& to = pipe.stages[i + 1];
   const auto na = static_cast<size_t>(cluster_.device(from.devices.front()).node);
   const auto nb = static_cast<size_t>(cluster_.device(to.devices.front()).node);
   // Activations flow na -> nb; gradients nb -> na with the mirrored counts.
   const Seconds fwd = P2PTimeBetween(from, to, pipe.micro_batch_size, sharers.egress[na],
-                                     sharers.ingress[nb]);
+                                     sharers.ingress[nb], links);
   const Seconds bwd = P2PTimeBetween(from, to, pipe.micro_batch_size, sharers.ingress[nb],
-                                     sharers.egress[na]);
+                                     sharers.egress[na], links);
   return std::max(fwd, bwd);
 }
 
@@ -187,7 +188,8 @@ Seconds Predictor::OptimizerTime(int device_type, double params_per_device, doub
   return rate * compute_.OptimizerStep(device_type, params_per_device);
 }
 
-Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan) const {
+Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan,
+                                               const LinkRates& links) const {
   DpGroups out;
   const size_t np = plan.pipelines.size();
   out.sync_s.resize(np);
@@ -262,8 +264,7 @@ Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan) const {
       std::sort(key.begin(), key.end());
       auto it = cache.find({key, bytes});
       if (it == cache.end()) {
-        it = cache.emplace(std::make_pair(key, bytes), AllReduceOver(reps, bytes))
-                 .first;
+        it = cache.emplace(std::make_pair(key, bytes), AllReduceOver(reps, bytes, links)).first;
       }
       seg.sync_s = layers * it->second;
     }
@@ -279,16 +280,54 @@ Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan) const {
   return out;
 }
 
-Seconds Predictor::AllReduceOver(const std::vector<int>& devices, Bytes bytes) const {
-  if (!settings_.ring_collectives) return GroupAllReduceTime(cluster_, devices, bytes);
+Seconds Predictor::AllReduceOver(const std::vector<int>& devices, Bytes bytes,
+                                 const LinkRates& links) const {
+  if (!settings_.ring_collectives) {
+    // The best algorithm over link classes, bounded by the slowest slowed pair of the group
+    // (a slowed link may sit on any of its paths).
+    double worst = 1.0;
+    for (size_t i = 0; i < devices.size() && !links.empty(); ++i) {
+      for (size_t j = i + 1; j < devices.size(); ++j) {
+        worst = std::max(worst, links.At(devices[i], devices[j]));
+      }
+    }
+    return worst * GroupAllReduceTime(cluster_, devices, bytes);
+  }
   if (devices.size() < 2) return 0;
   std::vector<int> ring = devices;
   std::sort(ring.begin(), ring.end());
-  std::vector<const spec::LinkClass*> hops;
+  std::vector<spec::LinkClass> slowed;
   for (size_t i = 0; i < ring.size(); ++i) {
-    hops.push_back(&cluster_.LinkBetween(ring[i], ring[(i + 1) % ring.size()]));
+    slowed.push_back(LinkOf(ring[i], ring[(i + 1) % ring.size()], links));
   }
+  std::vector<const spec::LinkClass*> hops;
+  for (const spec::LinkClass& l : slowed) hops.push_back(&l);
   return HeterogeneousRingAllReduceTime(bytes, hops);
+}
+
+spec::LinkClass Predictor::LinkOf(int a, int b, const LinkRates& links) const {
+  spec::LinkClass link = cluster_.LinkBetween(a, b);
+  const double rate = links.At(a, b);
+  if (rate != 1.0) {
+    link.latency_s *= rate;
+    link.bandwidth /= rate;
+  }
+  return link;
+}
+
+double LinkRates::At(int a, int b) const {
+  if (slowdown.empty()) return 1.0;
+  const auto it = slowdown.find({std::min(a, b), std::max(a, b)});
+  return it == slowdown.end() ? 1.0 : it->second;
+}
+
+void LinkRates::Set(int a, int b, double rate) {
+  const std::pair<int, int> key{std::min(a, b), std::max(a, b)};
+  if (rate == 1.0) {
+    slowdown.erase(key);
+  } else {
+    slowdown[key] = rate;
+  }
 }
 
 void Predictor::FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp,

@@ -18,7 +18,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/units.h"
@@ -34,6 +36,20 @@ namespace motley::perf {
 
 // Straggler rate per global device id (measured / expected time; 1 = healthy). Empty = all 1.
 using StragglerRates = std::vector<double>;
+
+// Straggler rate per link (docs/architecture.md §9): device pair -> slowdown of every transfer
+// between the two devices, both directions (measured / expected time; 1 = healthy; a pair not
+// listed is healthy). Carried next to StragglerRates and applied where the predictor computes a
+// link's time (Predictor::LinkOf): latency times the rate, bandwidth over it.
+struct LinkRates {
+  std::map<std::pair<int, int>, double> slowdown;  // key (a, b) with a < b
+  bool empty() const { return slowdown.empty(); }
+  // The slowdown of a <-> b (1 when not listed).
+  double At(int a, int b) const;
+  // Sets a <-> b to `rate` (a rate of 1 removes the entry).
+  void Set(int a, int b, double rate);
+  bool operator==(const LinkRates& other) const { return slowdown == other.slowdown; }
+};
 
 struct StageCost {
   Seconds forward_s = 0;   // one micro-batch, TP comm included
@@ -85,19 +101,25 @@ class Predictor {
             const spec::TrainSpec& train, const ComputeModel& compute, PerfSettings settings);
 
   // Predicts a plan that passes spec::ValidatePlan (not re-checked here).
-  Prediction Predict(const spec::Plan& plan, const StragglerRates& rates = {}) const;
+  Prediction Predict(const spec::Plan& plan, const StragglerRates& rates = {},
+                     const LinkRates& links = {}) const;
   // The pipeline phase of every pipeline: from each stage's ready time ([pipeline][stage]) to the
   // end of its last pipeline action (forward, backward or transfer).
   using PipelinePhase = std::function<std::vector<std::vector<Seconds>>(
       const std::vector<std::vector<Seconds>>& ready_s)>;
   // Predict with the pipeline phase computed by `phase` (the predictor's own walk when empty).
   Prediction PredictWith(const spec::Plan& plan, const StragglerRates& rates,
-                         const PipelinePhase& phase) const;
+                         const PipelinePhase& phase, const LinkRates& links = {}) const;
+
+  // The link class between devices a and b (cluster().LinkBetween) slowed by `links`.
+  spec::LinkClass LinkOf(int a, int b, const LinkRates& links) const;
 
   // Building blocks shared with the simulator and the planner.
   StageCost StageCostOf(const spec::StagePlan& stage, int64_t micro_batch_size,
-                        spec::Recompute recompute, const StragglerRates& rates) const;
-  // Same, for a stage described by its shape (device type, TP group's intra-node link).
+                        spec::Recompute recompute, const StragglerRates& rates,
+                        const LinkRates& links = {}) const;
+  // Same, for a stage described by its shape (device type, TP group's intra-node link; nullptr
+  // leaves the TP all-reduces out: the stage's compute alone).
   StageCost StageCostOfShape(int device_type, int tp, const spec::LinkClass* intra_link,
                              int64_t num_blocks, bool has_embedding, bool has_head,
                              int64_t micro_batch_size, spec::Recompute recompute,
@@ -106,8 +128,8 @@ class Predictor {
   // `receiver_sharers`: how many transfers leave the sender's node / enter the receiver's node at
   // the same time (they split the node's NIC bandwidth; see NicSharers).
   Seconds P2PTimeBetween(const spec::StagePlan& from, const spec::StagePlan& to,
-                         int64_t micro_batch_size, int sender_sharers = 1,
-                         int receiver_sharers = 1) const;
+                         int64_t micro_batch_size, int sender_sharers = 1, int receiver_sharers = 1,
+                         const LinkRates& links = {}) const;
   // Per node, how many pipeline boundaries send (egress) and receive (ingress) across nodes in
   // one direction: replicas in lockstep send at the same moments, so these transfers share NICs.
   struct NicSharers {
@@ -117,14 +139,16 @@ class Predictor {
   NicSharers CountNicSharers(const spec::Plan& plan) const;
   // Boundary time of stages[i] -> stages[i+1] of a pipeline: the slower of the activation and the
   // gradient direction under NIC sharing.
-  Seconds BoundaryTime(const spec::PipelinePlan& pipe, size_t i, const NicSharers& sharers) const;
+  Seconds BoundaryTime(const spec::PipelinePlan& pipe, size_t i, const NicSharers& sharers,
+                       const LinkRates& links = {}) const;
   // Activation (i -> i+1) and gradient (i+1 -> i) transfer time of each boundary of a pipeline,
   // under NIC sharing when the settings model it.
   struct BoundaryLinks {
     std::vector<Seconds> fwd_s;
     std::vector<Seconds> bwd_s;
   };
-  BoundaryLinks PipelineLinks(const spec::PipelinePlan& pipe, const NicSharers& sharers) const;
+  BoundaryLinks PipelineLinks(const spec::PipelinePlan& pipe, const NicSharers& sharers,
+                              const LinkRates& links = {}) const;
   Bytes ActivationMessageBytes(int64_t micro_batch_size) const;
   // Optimizer step of a stage's devices (memory-bound: bytes touched per parameter / bandwidth).
   Seconds OptimizerTime(int device_type, double params_per_device, double rate) const;
@@ -141,7 +165,7 @@ class Predictor {
     std::vector<std::vector<Seconds>> sync_s;                   // [pipeline][stage]
     std::vector<std::vector<int64_t>> min_group_size;  // smallest group over the stage's segments
   };
-  DpGroups ComputeDpGroups(const spec::Plan& plan) const;
+  DpGroups ComputeDpGroups(const spec::Plan& plan, const LinkRates& links = {}) const;
 
   const spec::ClusterSpec& cluster() const { return cluster_; }
   const spec::ModelSpec& model() const { return model_; }
@@ -154,7 +178,7 @@ class Predictor {
   void FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp, Prediction* pred) const;
   // All-reduce of `bytes` over concrete devices: a ring in id order with ring_collectives (the
   // runtime's), else GroupAllReduceTime's best algorithm.
-  Seconds AllReduceOver(const std::vector<int>& devices, Bytes bytes) const;
+  Seconds AllReduceOver(const std::vector<int>& devices, Bytes bytes, const LinkRates& links) const;
 
   const spec::ClusterSpec& cluster_;
   const spec::ModelSpec& model_;

@@ -64,7 +64,7 @@ Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const Planne
             last_error = plan.status().message();
             break;
           }
-          perf::Prediction pred = predictor.Predict(*plan, options.rates);
+          perf::Prediction pred = predictor.Predict(*plan, options.rates, options.link_rates);
           if (!pred.fits_memory) {
             last_error = "memory: " + pred.memory_violation;
             continue;

@@ -71,8 +71,8 @@ std::vector<int64_t> SplitMicroBatches(const std::vector<double>& fixed,
 }
 
 LayoutEvaluator::LayoutEvaluator(const perf::Predictor& predictor, const std::vector<Unit>& units,
-                                 perf::StragglerRates rates)
-    : predictor_(predictor), units_(units), rates_(std::move(rates)) {}
+                                 perf::StragglerRates rates, perf::LinkRates links)
+    : predictor_(predictor), units_(units), rates_(std::move(rates)), links_(std::move(links)) {}
 
 LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& es) const {
   const spec::ModelSpec& model = predictor_.model();
@@ -139,7 +139,7 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
     std::vector<double> c(p, 0.0);
     std::string sig;
     for (size_t i = 0; i < p; ++i) {
-      if (i + 1 < p) c[i] = predictor_.BoundaryTime(pipe, i, sharers);
+      if (i + 1 < p) c[i] = predictor_.BoundaryTime(pipe, i, sharers, links_);
       const Unit& u = units_[static_cast<size_t>(layout[k][i])];
       sig += fmt::format("{}/{}/{}/{}|", u.type, u.tp, perf::GroupRate(rates_, u.devices), c[i]);
     }
@@ -149,8 +149,10 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
       std::vector<StageLine> lines(p);
       for (size_t i = 0; i < p; ++i) {
         const Unit& u = units_[static_cast<size_t>(layout[k][i])];
-        const spec::LinkClass* intra =
-            u.devices.size() > 1 ? &cluster.LinkBetween(u.devices[0], u.devices[1]) : nullptr;
+        const spec::LinkClass intra_link =
+            u.devices.size() > 1 ? predictor_.LinkOf(u.devices[0], u.devices[1], links_)
+                                 : spec::LinkClass{};
+        const spec::LinkClass* intra = u.devices.size() > 1 ? &intra_link : nullptr;
         const double rate = perf::GroupRate(rates_, u.devices);
         const bool emb = i == 0;
         const bool head = i + 1 == p;
@@ -277,7 +279,7 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
   const std::vector<int64_t> m = SplitMicroBatches(fixed, per, min_m, total_m);
   MOTLEY_CHECK(!m.empty(), "micro-batch split after the stage-count check");
   for (size_t k = 0; k < plan.pipelines.size(); ++k) plan.pipelines[k].micro_batches = m[k];
-  out.prediction = predictor_.Predict(plan, rates_);
+  out.prediction = predictor_.Predict(plan, rates_, links_);
   if (!out.prediction.fits_memory) {
     out.reason = "memory: " + out.prediction.memory_violation;
     return out;
@@ -294,7 +296,7 @@ void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int
     perf::Prediction best_pred;
     bool improved = false;
     auto consider = [&](spec::Plan& cand) {
-      perf::Prediction pred = predictor_.Predict(cand, rates_);
+      perf::Prediction pred = predictor_.Predict(cand, rates_, links_);
       if (pred.fits_memory && pred.iteration_s < best * (1 - 1e-12)) {
         best = pred.iteration_s;
         best_plan = cand;

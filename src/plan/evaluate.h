@@ -37,7 +37,7 @@ struct LayoutEval {
 class LayoutEvaluator {
  public:
   LayoutEvaluator(const perf::Predictor& predictor, const std::vector<Unit>& units,
-                  perf::StragglerRates rates);
+                  perf::StragglerRates rates, perf::LinkRates links = {});
   LayoutEval Evaluate(const Layout& layout, const EvalSettings& settings) const;
   // Local search on a complete plan (also used by the re-planner).
   void Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds) const;
@@ -46,6 +46,7 @@ class LayoutEvaluator {
   const perf::Predictor& predictor_;
   const std::vector<Unit>& units_;
   perf::StragglerRates rates_;
+  perf::LinkRates links_;
 };
 
 // Water-filling: m_k >= min_m[k], sum m_k = total, minimising max_k (fixed[k] + (m_k - 1) *

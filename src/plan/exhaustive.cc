@@ -152,7 +152,8 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
               for (const auto& ms : msplits) {
                 if (scored >= max_plans) return;  // over budget: the caller gets an error
                 for (size_t j = 0; j < ms.size(); ++j) plan.pipelines[j].micro_batches = ms[j];
-                const perf::Prediction pred = predictor.Predict(plan, options.rates);
+                const perf::Prediction pred =
+                    predictor.Predict(plan, options.rates, options.link_rates);
                 ++scored;
                 if (pred.fits_memory && pred.iteration_s < best_s) {
                   best_s = pred.iteration_s;

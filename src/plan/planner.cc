@@ -97,7 +97,7 @@ struct Search {
       }
     }
     ++layouts;
-    const LayoutEvaluator evaluator(predictor, units, options.rates);
+    const LayoutEvaluator evaluator(predictor, units, options.rates, options.link_rates);
     for (int64_t b : options.micro_batch_sizes) {
       if (b < 1 || train.global_batch % b != 0) continue;
       bool fits = false;
@@ -433,7 +433,10 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
   so.rates = options.rates;
   so.dedupe_identical_pipelines = cluster.num_devices() > 512;
   size_t best_index = 0;
-  for (size_t i = 0; i < report.ranked.size() && static_cast<int>(i) < options.confirm_top; ++i) {
+  // The simulator has no per-link rates: with link rates the predictor alone chooses.
+  const bool simulated = options.link_rates.empty();
+  const int confirm_top = simulated ? options.confirm_top : 0;
+  for (size_t i = 0; i < report.ranked.size() && static_cast<int>(i) < confirm_top; ++i) {
     auto r = simulator.Run(report.ranked[i].plan, so);
     if (!r.ok()) return r.status();
     report.ranked[i].simulated_s = r->iteration_s;
@@ -442,7 +445,7 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
   report.best = report.ranked[best_index];
   report.tokens_per_step = predictor.train().global_batch * predictor.train().seq_len;
   auto simulate = [&](Candidate* c) -> Status {
-    if (c->simulated_s > 0) return Status::Ok();
+    if (c->simulated_s > 0 || !simulated) return Status::Ok();
     MOTLEY_ASSIGN_OR_RETURN(sim::SimResult r, simulator.Run(c->plan, so));
     c->simulated_s = r.iteration_s;
     return Status::Ok();

@@ -36,7 +36,8 @@ std::map<int, Holding> Holdings(const spec::Plan& plan) {
 // back toward where it is in `current`, one block at a time, while the predicted step does not
 // get slower and the plan fits, so that among equally fast splits the one moving least state wins.
 void TowardCurrent(const perf::Predictor& predictor, const spec::Plan& current,
-                   const perf::StragglerRates& rates, LayoutEval* ev) {
+                   const perf::StragglerRates& rates, const perf::LinkRates& links,
+                   LayoutEval* ev) {
   spec::Plan& plan = ev->plan;
   bool moved = true;
   while (moved) {
@@ -57,7 +58,7 @@ void TowardCurrent(const perf::Predictor& predictor, const spec::Plan& current,
         if (cs[i].num_blocks == 0 && !cs[i].has_embedding && !cs[i].has_head) continue;
         if (cs[i + 1].num_blocks == 0 && !cs[i + 1].has_embedding && !cs[i + 1].has_head) continue;
         cs[i + 1].first_block = cs[i].end_block();
-        perf::Prediction pred = predictor.Predict(cand, rates);
+        perf::Prediction pred = predictor.Predict(cand, rates, links);
         if (!pred.fits_memory || pred.iteration_s > ev->prediction.iteration_s * (1 + 1e-9)) continue;
         plan = std::move(cand);
         ev->prediction = std::move(pred);
@@ -103,6 +104,7 @@ void MovedState(const perf::Predictor& predictor, const spec::Plan& current, con
 Result<ReplanResult> Replan(const perf::Predictor& predictor, const spec::Plan& current,
                             const ReplanOptions& options) {
   const perf::StragglerRates& rates = options.planner.rates;
+  const perf::LinkRates& links = options.planner.link_rates;
   ReplanResult result;
   const double horizon = static_cast<double>(options.horizon_steps);
   auto choice = [&](Candidate c) {
@@ -112,7 +114,8 @@ Result<ReplanResult> Replan(const perf::Predictor& predictor, const spec::Plan& 
     ch.candidate = std::move(c);
     return ch;
   };
-  result.current = choice(Candidate{current, predictor.Predict(current, rates), 0, "current plan"});
+  result.current =
+      choice(Candidate{current, predictor.Predict(current, rates, links), 0, "current plan"});
   result.chosen = result.current;
   // Current layout, re-split for the new rates.
   std::vector<Unit> units;
@@ -130,14 +133,14 @@ Result<ReplanResult> Replan(const perf::Predictor& predictor, const spec::Plan& 
       units.push_back(std::move(u));
     }
   }
-  const LayoutEvaluator evaluator(predictor, units, rates);
+  const LayoutEvaluator evaluator(predictor, units, rates, links);
   EvalSettings es;
   es.micro_batch_size = current.pipelines.front().micro_batch_size;
   es.recompute = spec::HeaviestRecompute(current);
   es.schedule = current.schedule;
   es.zero1 = current.optimizer_sharding == spec::OptimizerSharding::kZero1;
   LayoutEval ev = evaluator.Evaluate(layout, es);
-  if (ev.feasible) TowardCurrent(predictor, current, rates, &ev);
+  if (ev.feasible) TowardCurrent(predictor, current, rates, links, &ev);
   if (ev.feasible) {
     // Keep the blocks where they are when the re-split is not faster (no needless moves).
     if (ev.prediction.iteration_s < result.current.candidate.prediction.iteration_s) {

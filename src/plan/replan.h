@@ -17,7 +17,7 @@
 namespace motley::plan {
 
 struct ReplanOptions {
-  PlannerOptions planner;       // planner.rates are the current straggler rates
+  PlannerOptions planner;       // planner.rates and .link_rates: the current straggler rates
   int64_t horizon_steps = 200;  // steps the new plan is expected to run before the next change
 };
 

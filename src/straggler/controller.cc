@@ -37,6 +37,7 @@ struct Evaluated {
 // and settings. Empty when nothing is left or the re-split does not fit.
 std::optional<Evaluated> ResplitWithout(const perf::Predictor& predictor, const spec::Plan& base,
                                         const perf::StragglerRates& rates,
+                                        const perf::LinkRates& link_rates,
                                         const std::set<int>& exclude) {
   const spec::ClusterSpec& cluster = predictor.cluster();
   std::vector<plan::Unit> units;
@@ -59,7 +60,7 @@ std::optional<Evaluated> ResplitWithout(const perf::Predictor& predictor, const 
     if (!stages.empty()) layout.push_back(std::move(stages));
   }
   if (layout.empty()) return std::nullopt;
-  const plan::LayoutEvaluator evaluator(predictor, units, rates);
+  const plan::LayoutEvaluator evaluator(predictor, units, rates, link_rates);
   plan::EvalSettings es;
   es.micro_batch_size = base.pipelines.front().micro_batch_size;
   es.recompute = spec::HeaviestRecompute(base);
@@ -108,12 +109,14 @@ bool SamePlan(const spec::Plan& a, const spec::Plan& b) {
 
 Result<ReplanDecision> DecideReplan(const perf::Predictor& predictor, const spec::Plan& initial,
                                     const spec::Plan& current, const perf::StragglerRates& rates,
+                                    const perf::LinkRates& link_rates,
                                     const ControllerOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const double horizon = static_cast<double>(options.horizon_steps);
   plan::ReplanOptions ro;
   ro.planner = options.planner;
   ro.planner.rates = rates;
+  ro.planner.link_rates = link_rates;
   ro.horizon_steps = options.horizon_steps;
   MOTLEY_ASSIGN_OR_RETURN(const plan::ReplanResult rr, plan::Replan(predictor, current, ro));
 
@@ -142,10 +145,12 @@ Result<ReplanDecision> DecideReplan(const perf::Predictor& predictor, const spec
       if (RateOf(rates, d) >= options.drop_min_rate) slow.insert(d);
     }
     for (int d : slow) {
-      consider(ResplitWithout(predictor, current, rates, {d}), fmt::format("without device {}", d));
+      consider(ResplitWithout(predictor, current, rates, link_rates, {d}),
+               fmt::format("without device {}", d));
     }
     if (slow.size() > 1) {
-      consider(ResplitWithout(predictor, current, rates, slow), "without the slow devices");
+      consider(ResplitWithout(predictor, current, rates, link_rates, slow),
+               "without the slow devices");
     }
   }
   // Rejoin: devices of the initial plan that are out and no longer very slow come back.
@@ -160,13 +165,14 @@ Result<ReplanDecision> DecideReplan(const perf::Predictor& predictor, const spec
     }
   }
   if (any_back) {
-    consider(ResplitWithout(predictor, initial, rates, still_out),
+    consider(ResplitWithout(predictor, initial, rates, link_rates, still_out),
              "rejoin: the initial layout, re-split");
   }
 
   ReplanDecision d;
   d.candidate = best.name;
   d.rates = rates;
+  d.link_rates = link_rates;
   d.current_iteration_s = current_s;
   d.new_iteration_s = best.iteration_s;
   d.gain_s = horizon * (current_s - best.iteration_s);
@@ -209,16 +215,18 @@ int ReplanController::adopted_count() const {
                                         [](const ReplanDecision& d) { return d.adopted; }));
 }
 
-void ReplanController::Start(int64_t step, const perf::StragglerRates& rates) {
+void ReplanController::Start(int64_t step, const perf::StragglerRates& rates,
+                             const perf::LinkRates& link_rates) {
   MOTLEY_CHECK(!worker_.joinable(), "ReplanController: a re-plan is already running");
   started_step_ = step;
   job_rates_ = rates;
+  job_link_rates_ = link_rates;
   std::promise<Result<ReplanDecision>> promise;
   result_ = promise.get_future();
   // The thread reads copies (plans, rates, options) and the predictor (const, thread-safe).
   worker_ = std::thread([p = std::move(promise), &predictor = predictor_, initial = initial_,
-                         current = current_, rates, options = options_]() mutable {
-    p.set_value(DecideReplan(predictor, initial, current, rates, options));
+                         current = current_, rates, link_rates, options = options_]() mutable {
+    p.set_value(DecideReplan(predictor, initial, current, rates, link_rates, options));
   });
 }
 
@@ -229,15 +237,19 @@ Result<ReplanDecision> ReplanController::Join() {
 }
 
 Result<std::optional<ReplanDecision>> ReplanController::AtStepBoundary(
-    int64_t step, const perf::StragglerRates& rates, bool rates_changed) {
-  if (rates_changed) latest_rates_ = rates;
+    int64_t step, const perf::StragglerRates& rates, const perf::LinkRates& link_rates,
+    bool rates_changed) {
+  if (rates_changed) {
+    latest_rates_ = rates;
+    latest_link_rates_ = link_rates;
+  }
   std::optional<ReplanDecision> out;
   if (worker_.joinable() && step >= started_step_ + options_.adopt_after_steps) {
     const bool ready = result_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
     if (options_.wait_for_result || ready) {
       Result<ReplanDecision> r = Join();
       if (!r.ok()) return r.status().WithContext(fmt::format("re-plan at step {}", step));
-      if (job_rates_ != latest_rates_) {
+      if (job_rates_ != latest_rates_ || !(job_link_rates_ == latest_link_rates_)) {
         ++stale_;  // the rates moved on while it ran; plan again for the newest ones
         rates_changed = true;
       } else {
@@ -250,7 +262,7 @@ Result<std::optional<ReplanDecision>> ReplanController::AtStepBoundary(
       }
     }
   }
-  if (rates_changed && !worker_.joinable()) Start(step, latest_rates_);
+  if (rates_changed && !worker_.joinable()) Start(step, latest_rates_, latest_link_rates_);
   return out;
 }
 

@@ -1,8 +1,9 @@
 // Re-plan controller (docs/architecture.md §9, issue 6): turns the monitor's committed straggler
-// rates into plan changes. When the rates change at a step boundary it starts a re-plan on a
-// BACKGROUND std::thread while training goes on; at a later step boundary it takes the result and
-// adopts the new plan only when the predicted gain over the horizon exceeds the predicted migration
-// cost:
+// rates (per device, and per link: perf::LinkRates, which the predictor applies to the link's
+// transfers, so a re-plan can move data-parallel or pipeline traffic off a slowed link) into plan
+// changes. When the rates change at a step boundary it starts a re-plan on a BACKGROUND
+// std::thread while training goes on; at a later step boundary it takes the result and adopts the
+// new plan only when the predicted gain over the horizon exceeds the predicted migration cost:
 //   gain = horizon_steps * (current plan's iteration - new plan's iteration), both predicted under
 //   the new rates;  adopt iff gain > migration_s + min_gain_fraction * horizon * current iteration.
 // Candidates: plan::Replan's (the current plan, the current layout re-split, the planner's fresh
@@ -60,6 +61,7 @@ struct ReplanDecision {
   bool adopted = false;
   std::string candidate;            // which candidate won ("current plan", "without device 3", ...)
   perf::StragglerRates rates;       // the committed rates it planned for
+  perf::LinkRates link_rates;       // the committed link rates it planned for
   Seconds current_iteration_s = 0;  // predicted, the running plan under `rates`
   Seconds new_iteration_s = 0;      // predicted, the chosen plan under `rates`
   Seconds gain_s = 0;               // horizon * (current - new)
@@ -74,6 +76,7 @@ struct ReplanDecision {
 // `initial` is the plan training started with (for "rejoin"), `current` the running plan.
 Result<ReplanDecision> DecideReplan(const perf::Predictor& predictor, const spec::Plan& initial,
                                     const spec::Plan& current, const perf::StragglerRates& rates,
+                                    const perf::LinkRates& link_rates,
                                     const ControllerOptions& options);
 
 // Same blocks, devices, TP degrees, micro-batches and settings (comments ignored).
@@ -87,12 +90,14 @@ class ReplanController {
   ReplanController(const ReplanController&) = delete;
   ReplanController& operator=(const ReplanController&) = delete;
 
-  // At the boundary after step `step`, on the coordinator: `rates` are the monitor's committed
-  // rates and `rates_changed` says whether they changed since the previous call. Returns the
+  // At the boundary after step `step`, on the coordinator: `rates` and `link_rates` are the
+  // monitor's committed rates and `rates_changed` says whether either changed since the previous
+  // call. Returns the
   // decision taken at this boundary, if any; when it is adopted, plan() is the new plan from step
   // + 1 on. Errors: the re-plan failed (the running plan stays).
   Result<std::optional<ReplanDecision>> AtStepBoundary(int64_t step,
                                                        const perf::StragglerRates& rates,
+                                                       const perf::LinkRates& link_rates,
                                                        bool rates_changed);
 
   const spec::Plan& plan() const { return current_; }
@@ -103,7 +108,7 @@ class ReplanController {
   int stale_results() const { return stale_; }
 
  private:
-  void Start(int64_t step, const perf::StragglerRates& rates);
+  void Start(int64_t step, const perf::StragglerRates& rates, const perf::LinkRates& link_rates);
   Result<ReplanDecision> Join();
 
   const perf::Predictor& predictor_;
@@ -115,6 +120,8 @@ class ReplanController {
   int64_t started_step_ = 0;
   perf::StragglerRates job_rates_;     // rates of the running re-plan
   perf::StragglerRates latest_rates_;  // the newest committed rates
+  perf::LinkRates job_link_rates_;
+  perf::LinkRates latest_link_rates_;
   std::vector<ReplanDecision> decisions_;
   int stale_ = 0;
 };

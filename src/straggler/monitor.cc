@@ -74,6 +74,7 @@ std::vector<RateChangeRecord> RateMonitor::Report(int64_t step,
     Tracker& t = links_[key];
     const double before = t.committed;
     if (Update(t, s.measured_s / expected)) {
+      committed_links_.Set(key.first, key.second, t.committed);
       changes.push_back(
           RateChangeRecord{step, true, -1, key.first, key.second, before, t.committed});
     }

@@ -21,7 +21,8 @@
 //
 // Blame: device rates come only from compute times, link rates only from transfer times, so a
 // slowed link raises its link rate while the compute times of the devices at its ends, and hence
-// their rates, stay normal (tested).
+// their rates, stay normal (tested). A link that carries no traffic is not measured: its
+// committed rate stays until traffic over it is reported again.
 //
 // Ownership: keeps a reference to the cluster (LinkBetween gives a link's expected time), which
 // must outlive the monitor. Thread safety: not thread-safe; one coordinator thread feeds it.
@@ -88,6 +89,8 @@ class RateMonitor {
   // Committed slowdowns per global device id (1 = healthy): what the planner is given.
   const perf::StragglerRates& device_rates() const { return committed_devices_; }
   double smoothed_device_rate(int device) const;
+  // Committed slowdowns per link (pairs not listed: 1): what the planner is given.
+  const perf::LinkRates& link_rates() const { return committed_links_; }
   // Committed and smoothed slowdown of the link a <-> b (1 when never reported).
   double link_rate(int a, int b) const;
   double smoothed_link_rate(int a, int b) const;
@@ -114,6 +117,7 @@ class RateMonitor {
   std::vector<Tracker> devices_;
   perf::StragglerRates committed_devices_;
   std::map<std::pair<int, int>, Tracker> links_;
+  perf::LinkRates committed_links_;
   std::vector<RateChangeRecord> history_;
   int64_t reports_ = 0;
 };

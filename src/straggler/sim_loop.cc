@@ -128,10 +128,9 @@ Result<LoopResult> RunSimulatedLoop(const perf::Predictor& predictor, const spec
         ls.push_back(LinkSample{key.first, key.second, acc.bytes, acc.transfers, acc.measured_s});
       }
       changes = monitor.Report(step, ds, ls);
-      // Only device rates re-plan: the planner's cost model has no per-link rates yet, so a link
-      // change is reported (monitor, metrics) but cannot change the plan.
-      changed = std::any_of(changes.begin(), changes.end(),
-                            [](const RateChangeRecord& c) { return !c.is_link; });
+      // Device and link rates both re-plan (the predictor applies link rates to the link's
+      // transfers; the simulated step itself does not see them, see the top of sim_loop.h).
+      changed = !changes.empty();
       out.changes.insert(out.changes.end(), changes.begin(), changes.end());
       std::fill(measured.begin(), measured.end(), 0.0);
       std::fill(expected.begin(), expected.end(), 0.0);
@@ -140,8 +139,8 @@ Result<LoopResult> RunSimulatedLoop(const perf::Predictor& predictor, const spec
     }
     std::optional<ReplanDecision> decision;
     if (options.replan) {
-      MOTLEY_ASSIGN_OR_RETURN(decision,
-                              controller.AtStepBoundary(step, monitor.device_rates(), changed));
+      MOTLEY_ASSIGN_OR_RETURN(decision, controller.AtStepBoundary(step, monitor.device_rates(),
+                                                                  monitor.link_rates(), changed));
       if (decision.has_value() && decision->adopted) {
         current = decision->plan;
         ++version;

@@ -44,8 +44,13 @@ Status FailureStatus(const std::string& outcome, const std::string& where) {
                        fmt::format("{}: {}", where, outcome.substr(colon + 1)));
 }
 
-// The shards of pipeline 0's TP rank `q` that its stage's writer needs: the sharded tensors of
-// q's parameter set, in the order q sends them (its set's order).
+// A layout world rank's rank in the save's communicator.
+int CommRank(const CheckpointWriters& writers, int q) {
+  return writers.comm_rank_of.empty() ? q : writers.comm_rank_of.at(static_cast<size_t>(q));
+}
+
+// The shards of the writing pipeline's TP rank `q` that its stage's writer needs: the sharded
+// tensors of q's parameter set, in the order q sends them (its set's order).
 std::vector<model::ParamInfo> ShardInfos(const spec::ModelSpec& model,
                                          const parallel::WorldLayout& layout, int q) {
   std::vector<model::ParamInfo> infos =
@@ -68,29 +73,31 @@ Status SendShards(comm::Communicator& world, parallel::ParallelRank& rank, int w
   return Status::Ok();
 }
 
-// Phase 3 and 4 on a writer (TP rank 0 of a stage of pipeline 0): receives the other TP ranks'
-// shards into host sets and writes the stage's files. A communication error is returned; a
-// write failure is the outcome string.
+// Phase 3 and 4 on a writer (TP rank 0 of a stage of the writing pipeline): receives the other
+// TP ranks' shards into host sets and writes the stage's files. A communication error is
+// returned; a write failure is the outcome string.
 Result<std::string> ReceiveAndWrite(comm::Communicator& world, const parallel::WorldLayout& layout,
                                     parallel::ParallelRank& rank, tensor::Backend& backend,
-                                    const spec::ModelSpec& model, const std::string& tmp) {
+                                    const spec::ModelSpec& model, const std::string& tmp,
+                                    const CheckpointWriters& writers) {
   const parallel::RankInfo& me = rank.info();
   backend::CpuBackend host(1);
   std::vector<model::ParameterSet> others;
-  for (int q : layout.stage_ranks(0, me.stage)) {
+  for (int q : layout.stage_ranks(writers.PipelineOf(me.stage), me.stage)) {
     if (q == me.rank) continue;
     others.push_back(model::ParameterSet::Allocate(host, ShardInfos(model, layout, q)));
     for (model::Parameter& p : others.back()) {
       for (Tensor* t : {&p.value, &p.m, &p.v}) {
         MOTLEY_RETURN_IF_ERROR(
-            world.Recv(*t, q, kCheckpointTag)
+            world.Recv(*t, CommRank(writers, q), kCheckpointTag)
                 .WithContext(fmt::format("checkpoint: shard '{}' from rank {}", p.name(), q)));
       }
     }
   }
   std::vector<ShardSource> sources;
   for (const model::ParameterSet& set : others) sources.push_back(ShardSource{&host, &set});
-  const int num_stages = static_cast<int>(layout.plan().pipelines.front().stages.size());
+  const int num_stages = static_cast<int>(
+      layout.plan().pipelines[static_cast<size_t>(writers.PipelineOf(0))].stages.size());
   Result<StageFiles> files = WriteStageFiles(
       tmp, me.stage, num_stages, StageToSave(&backend, &rank.stage().params(), std::move(sources)),
       /*save_optimizer=*/true);
@@ -139,12 +146,16 @@ Result<std::string> SaveParallelCheckpoint(comm::Communicator& world,
                                            const parallel::WorldLayout& layout,
                                            parallel::ParallelRank& rank, tensor::Backend& backend,
                                            const spec::ModelSpec& model,
-                                           const spec::TrainSpec& train, int64_t step) {
+                                           const spec::TrainSpec& train, int64_t step,
+                                           const CheckpointWriters& writers) {
   const std::string where = fmt::format("checkpoint of step {}", step);
   const int r = world.rank();
   const parallel::RankInfo& me = rank.info();
-  // 1. ZeRO-1 plans: the writers need every moment whole (a no-op without ZeRO-1).
-  MOTLEY_RETURN_IF_ERROR(rank.GatherOptimizerState().WithContext(where));
+  // 1. ZeRO-1 plans: the writers need every moment whole (a no-op without ZeRO-1). Collective
+  // over the data-parallel groups, so only in the whole world.
+  if (writers.comm_rank_of.empty()) {
+    MOTLEY_RETURN_IF_ERROR(rank.GatherOptimizerState().WithContext(where));
+  }
 
   // 2. Rank 0 begins; everyone learns the folder or the failure.
   std::string begun;
@@ -157,14 +168,18 @@ Result<std::string> SaveParallelCheckpoint(comm::Communicator& world,
   if (IsFailure(outcomes[0])) return FailureStatus(outcomes[0], where);
   const std::string tmp = outcomes[0].substr(1);
 
-  // 3 and 4. Pipeline 0's TP groups gather their shards on TP rank 0, which writes the stage.
+  // 3 and 4. The writing pipeline's TP groups gather their shards on TP rank 0, which writes the
+  // stage.
   std::string written;
-  if (!me.idle() && me.pipeline == 0) {
-    const int writer = layout.stage_ranks(0, me.stage).front();
-    if (r != writer) {
-      MOTLEY_RETURN_IF_ERROR(SendShards(world, rank, writer).WithContext(where));
+  const int num_stages = static_cast<int>(
+      layout.plan().pipelines[static_cast<size_t>(writers.PipelineOf(0))].stages.size());
+  if (!me.idle() && me.stage < num_stages && me.pipeline == writers.PipelineOf(me.stage)) {
+    const int writer = layout.stage_ranks(me.pipeline, me.stage).front();
+    if (me.rank != writer) {
+      MOTLEY_RETURN_IF_ERROR(SendShards(world, rank, CommRank(writers, writer)).WithContext(where));
     } else {
-      MOTLEY_ASSIGN_OR_RETURN(written, ReceiveAndWrite(world, layout, rank, backend, model, tmp));
+      MOTLEY_ASSIGN_OR_RETURN(written,
+                              ReceiveAndWrite(world, layout, rank, backend, model, tmp, writers));
     }
   }
   MOTLEY_ASSIGN_OR_RETURN(outcomes, AllGatherStrings(world, written));

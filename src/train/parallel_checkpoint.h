@@ -38,14 +38,31 @@ namespace motley::train {
 // The tag of the shard messages (parallel/migration.h uses comm::kMaxUserTag).
 inline constexpr int kCheckpointTag = comm::kMaxUserTag - 1;
 
+// Who saves: stage s is written by stage s of pipeline stage_pipeline[s] (empty: pipeline 0 for
+// every stage, as in a healthy job; after a lost rank, stages of the replicas that survived,
+// parallel_liveness.h: those pipelines have the same stages, block for block), and
+// `comm_rank_of[q]` is layout world rank q's rank in the communicator the save runs over (empty:
+// the same rank; -1: not in it). The communicator's rank 0 begins and commits.
+struct CheckpointWriters {
+  std::vector<int> stage_pipeline;
+  std::vector<int> comm_rank_of;
+  // The pipeline that writes stage `stage`.
+  int PipelineOf(int stage) const {
+    return stage_pipeline.empty() ? 0 : stage_pipeline.at(static_cast<size_t>(stage));
+  }
+};
+
 // Saves the checkpoint of step `step` under train.checkpoint.dir (keep_last from it) for rank
-// `rank` (world rank world.rank(), running `layout`'s plan on `backend`). Returns the committed
-// folder on every rank, or the same error on every rank (communication errors excepted).
+// `rank` (running `layout`'s plan on `backend`, rank world.rank() of `world`). Returns the
+// committed folder on every rank, or the same error on every rank (communication errors
+// excepted). With `writers` other than the default, ZeRO-1 moments are not gathered (the caller
+// refuses ZeRO-1 plans).
 Result<std::string> SaveParallelCheckpoint(comm::Communicator& world,
                                            const parallel::WorldLayout& layout,
                                            parallel::ParallelRank& rank, tensor::Backend& backend,
                                            const spec::ModelSpec& model,
-                                           const spec::TrainSpec& train, int64_t step);
+                                           const spec::TrainSpec& train, int64_t step,
+                                           const CheckpointWriters& writers = {});
 
 // Every rank's `mine`, in rank order (collective: two all-gathers, lengths then bytes).
 Result<std::vector<std::string>> AllGatherStrings(comm::Communicator& world,

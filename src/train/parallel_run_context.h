@@ -5,7 +5,9 @@
 //
 // RunContext is what every rank of one run shares: read-only during the run, except the guarded
 // first error and the summary, which only the summary rank fills. Every rank all-gathers
-// kGatherFields doubles per step (PackTimes); the report and the plan-switch decision read them.
+// RunContext::gather_stride doubles per step: kStepFields (PackTimes), then, with
+// Options::straggler_reports on an emulated cluster, its link traffic (PackLinks); the report and
+// the plan-switch decision read them.
 #pragma once
 
 #include <chrono>
@@ -45,9 +47,9 @@ using parallel::TraceEvent;
 using parallel::WorldLayout;
 
 // Per-rank values gathered every step: the StageTimes fields, the skipped flag, the rank clock
-// at the step's start and end, whether the rank saw a stop request (SIGTERM), and an idle rank's
-// probe (measured and expected seconds; 0 when it ran none).
-constexpr int64_t kGatherFields = 13;
+// at the step's start and end, whether the rank saw a stop request (SIGTERM), and the probe op
+// (measured and expected seconds; 0 when it ran none; expected 0 when no profile gives it).
+constexpr int64_t kStepFields = 13;
 constexpr int kSkippedField = 7;
 constexpr int kStartField = 8;
 constexpr int kEndField = 9;
@@ -60,9 +62,12 @@ struct Probe {
   double expected_s = 0.0;
 };
 
-// Packs one rank's step fields into out[0, kGatherFields).
+// Packs one rank's step fields into out[0, kStepFields).
 void PackTimes(const StageTimes& t, bool skipped, double start_s, double end_s, bool stop,
                const Probe& probe, double* out);
+// Packs a rank's link traffic (world_size destinations) into out[0, 3 * world_size): bytes,
+// then transfers, then seconds, each by destination world rank.
+void PackLinks(const comm::LinkTraffic& traffic, int world_size, double* out);
 
 constexpr const char* kTimeNames[] = {"forward_s",  "backward_s",  "p2p_s", "tp_comm_s",
                                       "dp_sync_s", "optimizer_s", "step_s"};
@@ -81,6 +86,10 @@ struct RunContext {
   bool emulated = false;         // the plan's devices are of emulated types
   VirtualClock::Mode clock_mode = VirtualClock::Mode::kVirtual;  // when emulated
   std::unique_ptr<comm::LinkMatrix> links;                       // when emulated, by world rank
+  // Doubles each rank all-gathers per step: kStepFields, plus 3 per world rank when link traffic
+  // is reported (report_links: Options::straggler_reports on an emulated cluster).
+  int64_t gather_stride = kStepFields;
+  bool report_links = false;
   std::vector<std::vector<TraceEvent>> traces;  // per rank (each rank writes its own)
   int summary_rank = 0;                         // the rank that fills `summary`
   ParallelTrainSummary summary;
@@ -98,6 +107,7 @@ struct RunContext {
   std::shared_ptr<const CheckpointReader> start_from;
   bool start_with_moments = false;
   std::optional<MetricsResume> metrics_resume;  // set on resume
+  std::string resume_dir;  // the resumed checkpoint's folder (empty: not a resume)
   std::string start_note;         // the resume or init-from lines rank 0 prints before training
   std::string init_from_dir;      // Options::init_from, resolved (weights loaded on every rank)
   bool save_checkpoints = false;  // train.checkpoint.dir is set (parallel_checkpoint.h)
@@ -161,8 +171,9 @@ void PrintHeader(const RunContext& ctx, const spec::Plan& plan, const char* laun
 // Trains rank r of the plan over `world`; `clock` is the rank's emulated clock (nullptr when the
 // cluster is not emulated), already charged by `world`. The rank's plan may change at a step
 // boundary (see the top of parallel_trainer.h).
+// `traffic` (nullptr unless ctx.report_links) is what `world` counts this rank's transfers in.
 Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualClock* clock,
-               std::atomic<int64_t>* step_counter);
+               std::atomic<int64_t>* step_counter, comm::LinkTraffic* traffic);
 
 // ---- reports (parallel_step_report.cc)
 

@@ -146,7 +146,18 @@ Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
                          const ParallelTrainerOptions& options, bool rank0) {
   MOTLEY_RETURN_IF_ERROR(CheckPlanForRun(run, plan));
   Prepared p;
-  MOTLEY_ASSIGN_OR_RETURN(WorldLayout layout, WorldLayout::Build(plan));
+  for (int d : options.world_devices) {
+    if (d < 0 || d >= run.cluster.num_devices()) {
+      return Err(StatusCode::kInvalidArgument,
+                 "world: device {} is not a device of cluster '{}' (0..{})", d, run.cluster.name,
+                 run.cluster.num_devices() - 1);
+    }
+  }
+  Result<WorldLayout> built = options.world_devices.empty()
+                                  ? WorldLayout::Build(plan)
+                                  : WorldLayout::Build(plan, options.world_devices);
+  if (!built.ok()) return built.status().WithCode(StatusCode::kInvalidArgument);
+  WorldLayout layout = std::move(built).value();
   p.layout = std::make_unique<WorldLayout>(std::move(layout));
   MOTLEY_RETURN_IF_ERROR(CheckStagesFit(run, *p.layout, /*all_ranks_here=*/false));
   const spec::TrainSpec& train = run.train;
@@ -161,9 +172,12 @@ Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
   ctx.data = p.data.get();
   ctx.flops_per_token = TrainFlopsPerToken(run.model, train.seq_len);
   for (const RankInfo& info : p.layout->ranks()) {
+    if (info.idle()) continue;  // MFU is over the devices the plan uses
     ctx.peak_flops += run.cluster.device_type_of(info.device).PeakFlops(spec::Precision::kFp32);
   }
   MOTLEY_RETURN_IF_ERROR(SetUpEmulation(run, options, ctx));
+  ctx.report_links = ctx.emulated && options.straggler_reports;
+  if (ctx.report_links) ctx.gather_stride = kStepFields + 3 * p.layout->size();
   if (!options.resume.empty() && !options.init_from.empty()) {
     return Err(StatusCode::kInvalidArgument,
                "--resume and --init-from exclude each other (resume continues a run with its "
@@ -173,6 +187,7 @@ Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
     MOTLEY_ASSIGN_OR_RETURN(ResumePoint point, ResolveResume(options.resume, run.model, train));
     ctx.start_from = point.reader;
     ctx.start_with_moments = true;
+    ctx.resume_dir = point.dir;
     ctx.first_step = point.metadata.step + 1;
     ctx.metrics_resume = MetricsResume{point.metadata.step, point.dir};
     ctx.start_note = FormatResume(point);
@@ -215,11 +230,13 @@ void PrintHeader(const RunContext& ctx, const spec::Plan& plan, const char* laun
   const ParallelTrainerOptions& options = *ctx.options;
   if (options.out == nullptr) return;
   const spec::TrainSpec& train = ctx.run->train;
+  const int idle = ctx.layout->size() - ctx.layout->active_size();
   fmt::print(options.out,
-             "parallel run: plan {}, {} ranks {}, {} pipeline(s), global batch {} x {} tokens, {} "
-             "steps, schedule {}, recompute {}, clock {}\n",
-             PlanName(plan), ctx.layout->size(), launch, plan.pipelines.size(),
-             ctx.layout->global_batch(), train.seq_len, train.steps,
+             "parallel run: plan {}, {} ranks {}{}, {} pipeline(s), global batch {} x {} tokens, "
+             "{} steps, schedule {}, recompute {}, clock {}\n",
+             PlanName(plan), ctx.layout->size(), launch,
+             idle > 0 ? fmt::format(" ({} idle: out of the plan, probed)", idle) : std::string(),
+             plan.pipelines.size(), ctx.layout->global_batch(), train.seq_len, train.steps,
              spec::PipelineScheduleName(plan.schedule), spec::RecomputeSummary(plan),
              ClockName(ctx));
   const unsigned cores = std::thread::hardware_concurrency();

@@ -59,7 +59,7 @@ nlohmann::ordered_json MetricsLine(const RunContext& ctx, const WorldLayout& lay
   j["plan"] = PlanName(layout.plan());
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (const RankInfo& info : layout.ranks()) {
-    const double* v = all.data() + static_cast<size_t>(info.rank) * kGatherFields;
+    const double* v = all.data() + static_cast<size_t>(info.rank * ctx.gather_stride);
     nlohmann::ordered_json e;
     e["rank"] = info.rank;
     e["device"] = info.device;
@@ -90,7 +90,7 @@ nlohmann::ordered_json MetricsLine(const RunContext& ctx, const WorldLayout& lay
       for (int f = 0; f < kNumTimes; ++f) {
         double worst = 0.0;  // the slowest TP rank of the stage
         for (int q : layout.stage_ranks(static_cast<int>(p), static_cast<int>(s))) {
-          worst = std::max(worst, all[static_cast<size_t>(q) * kGatherFields + f]);
+          worst = std::max(worst, all[static_cast<size_t>(q * ctx.gather_stride + f)]);
         }
         e[kTimeNames[f]] = worst;
       }

@@ -14,6 +14,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "comm/local_world.h"
 #include "train/parallel_run_context.h"
+#include "train/plan_switch.h"
 #include "train/trainer_checkpoint.h"
 
 namespace motley::train {
@@ -27,6 +28,12 @@ Result<ClockChoice> ParseClockChoice(const std::string& text) {
   if (text == "virtual") return ClockChoice::kVirtual;
   if (text == "wall") return ClockChoice::kWall;
   return Err("--clock: '{}' is not one of auto, virtual, wall", text);
+}
+
+std::vector<int> ClusterWorld(const spec::ClusterSpec& cluster) {
+  std::vector<int> devices(static_cast<size_t>(cluster.num_devices()));
+  for (int d = 0; d < cluster.num_devices(); ++d) devices[static_cast<size_t>(d)] = d;
+  return devices;
 }
 
 Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan) {
@@ -60,12 +67,18 @@ Result<ParallelTrainSummary> TrainParallel(const spec::RunFile& run, const spec:
     threads.emplace_back([&ctx, &world, r] {
       VirtualClock clock(ctx.clock_mode, ctx.origin);
       std::atomic<int64_t> step{ctx.first_step};
+      comm::LinkTraffic traffic;
       comm::Emulation emulation;
-      if (ctx.emulated) emulation = comm::Emulation{ctx.links.get(), &clock, 1.0, &step};
+      if (ctx.emulated) {
+        emulation = comm::Emulation{ctx.links.get(), &clock, 1.0, &step,
+                                    ctx.report_links ? &traffic : nullptr};
+      }
       Result<std::unique_ptr<comm::Communicator>> comm =
           world->Connect(r, ctx.options->comm, emulation);
       Status s = comm.status();
-      if (s.ok()) s = internal::RunRank(ctx, r, **comm, ctx.emulated ? &clock : nullptr, &step);
+      if (s.ok()) {
+        s = internal::RunRank(ctx, r, **comm, ctx.emulated ? &clock : nullptr, &step, &traffic);
+      }
       if (!s.ok()) {
         ctx.Record(r, s);
         world->Abort(fmt::format("rank {} failed: {}", r, s.message()));
@@ -87,8 +100,12 @@ Result<ParallelTrainSummary> TrainParallelProcess(const spec::RunFile& run, cons
   ctx.origin = Clock::now();
   VirtualClock clock(ctx.clock_mode, ctx.origin);
   std::atomic<int64_t> step{ctx.first_step};
+  comm::LinkTraffic traffic;
   comm::Emulation emulation;
-  if (ctx.emulated) emulation = comm::Emulation{ctx.links.get(), &clock, 1.0, &step};
+  if (ctx.emulated) {
+    emulation =
+        comm::Emulation{ctx.links.get(), &clock, 1.0, &step, ctx.report_links ? &traffic : nullptr};
+  }
   MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> world, connect(emulation));
   const int r = world->rank();
   // Checkpoints: saved by messages (parallel_checkpoint.h); a SIGTERM to any process stops every
@@ -101,9 +118,16 @@ Result<ParallelTrainSummary> TrainParallelProcess(const spec::RunFile& run, cons
     stop_guard.emplace();
   }
   if (world->size() != p.layout->size()) {
-    const Status s = Err("{}: the plan has {} ranks but the launcher started {} processes",
-                         plan.source.empty() ? "plan" : plan.source, p.layout->size(),
-                         world->size());
+    const Status s =
+        options.world_devices.empty()
+            ? Err(StatusCode::kInvalidArgument,
+                  "{}: the plan uses {} devices but the launcher started {} processes (one "
+                  "process per device: launch {})",
+                  PlanName(plan), p.layout->size(), world->size(), p.layout->size())
+            : Err(StatusCode::kInvalidArgument,
+                  "the world is {} devices of cluster '{}' but the launcher started {} processes "
+                  "(one process per device: launch {})",
+                  p.layout->size(), run.cluster.name, world->size(), p.layout->size());
     world->Abort(s.message());
     return s;
   }
@@ -121,7 +145,9 @@ Result<ParallelTrainSummary> TrainParallelProcess(const spec::RunFile& run, cons
     }
   }
   backend::SetBlasThreads(1);  // one rank, one backend thread (like every rank of the threads launch)
-  if (s.ok()) s = internal::RunRank(ctx, r, *world, ctx.emulated ? &clock : nullptr, &step);
+  if (s.ok()) {
+    s = internal::RunRank(ctx, r, *world, ctx.emulated ? &clock : nullptr, &step, &traffic);
+  }
   if (!s.ok()) {
     const Status failed = s.WithContext(fmt::format("rank {}", r));
     world->Abort(fmt::format("rank {} failed: {}", r, s.message()));

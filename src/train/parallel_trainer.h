@@ -51,16 +51,17 @@
 // Plan switches (docs/architecture.md §9; the entry point of the re-plan controller): after each
 // step, rank 0 asks Options::plan_switch (or looks the step up in Options::plan_switches) for a new
 // plan; the answer is broadcast to every rank. A new plan must pass CheckPlanForRun and use only
-// devices of the running world (the devices of the plan the run started with; the world size
-// never changes); a device it leaves out idles (it joins the world's collectives, trains nothing)
-// until a later plan takes it back. On a switch every rank snapshots its state to host memory,
-// frees its old stage, builds the new one (TP and DP groups, schedule, executor) and receives its
-// parameters and AdamW moments directly from their old holders (parallel/migration.h); the next
-// step's data assignment follows the new plan, so the loss trajectory is unchanged. The step's
-// metrics line gets a `migration` record (bytes, time, old and new plan), the progress line says
-// it, and the summary lists every migration. With Options::check_migrations each replica's state
-// checksum (parallel::ChecksumState) is taken just before and just after, and a difference is an
-// error. Trace rows keep the labels of the first plan.
+// devices of the world (Options::world_devices; its size never changes); a device it leaves out
+// idles (it joins the world's collectives and runs the probe op, trains nothing) until a later
+// plan takes it back. The first plan may leave devices idle too. On a switch every rank snapshots
+// its state to host memory, frees its old stage, builds the new one (TP and DP groups, schedule,
+// executor) and receives its parameters and AdamW moments directly from their old holders
+// (parallel/migration.h); the next step's data assignment follows the new plan, so the loss
+// trajectory is unchanged. The step's metrics line gets a `migration` record (bytes, time, old and
+// new plan), the progress line says it, and the summary lists every migration. With
+// Options::check_migrations each replica's state checksum (parallel::ChecksumState) is taken just
+// before and just after, and a difference is an error. Trace rows keep the labels of the first
+// plan.
 //
 // Errors (Result): a plan rejected by CheckPlanForRun (before any rank starts), a plan mixing
 // emulated and non-emulated device types, an emulated device's memory capacity exceeded (names
@@ -111,10 +112,23 @@ struct StepReport {
     int device = 0;
     bool idle = false;          // left out of the plan
     parallel::StageTimes times;  // on the rank's clock
-    // An idle rank on an emulated device runs a probe op (a small matmul) each step: its time on
-    // the rank's clock and the time the device type's profile gives it (0 when none ran).
+    // The probe op (a small matmul) after the step: an idle rank runs it every step, and with
+    // Options::straggler_reports every rank on a real (non-emulated) device does too, so that
+    // its peers of the same type give an idle device's expected time. Its time on the rank's
+    // clock, and the time the device type's emulated profile gives it (0 on a real device, or
+    // when none ran).
     double probe_s = 0.0;
     double probe_expected_s = 0.0;
+    // With Options::straggler_reports on an emulated cluster: what the rank sent over its link to
+    // each other world rank since its previous report (comm::LinkTraffic); empty otherwise.
+    struct Link {
+      int to_rank = 0;
+      int to_device = 0;
+      double bytes = 0.0;
+      int64_t transfers = 0;
+      double seconds = 0.0;  // on the wire (not waiting for the peer)
+    };
+    std::vector<Link> links;
   };
   std::vector<Rank> ranks;  // every world rank, by rank
 };
@@ -131,6 +145,14 @@ struct PlanSwitch {
 };
 
 struct ParallelTrainerOptions {
+  // The world (docs/architecture.md §9): the devices the launched ranks drive, world rank r driving
+  // world_devices[r] (distinct, ascending, devices of the run's cluster). Empty: the devices of
+  // the plan the run starts with. `motley train` passes every device of the cluster
+  // (ClusterWorld): any plan may then use any subset, and a device it leaves out idles (it joins
+  // the world's collectives and runs the probe op, trains nothing). TrainParallel starts one
+  // thread per world device; under TrainParallelProcess the launcher must have started exactly
+  // that many processes.
+  std::vector<int> world_devices;
   std::FILE* out = stdout;    // progress lines and summary; nullptr: silent
   int64_t log_every = 0;      // plain progress line every N steps; 0: steps / 20, at least 1
   std::optional<bool> interactive;  // progress bar with '\r'; unset: whether `out` is a terminal
@@ -163,6 +185,10 @@ struct ParallelTrainerOptions {
   std::vector<PlanSwitch> plan_switches;
   // Checksum every replica's state before and after each migration; a difference is an error.
   bool check_migrations = false;
+  // A straggler loop listens (`motley train --replan`): every rank's link traffic goes into the
+  // step report (emulated links; StepReport::Rank::links), and ranks on real devices run the
+  // probe op every step. It sizes the per-step all-gather: set it on every rank alike.
+  bool straggler_reports = false;
   // Ranks on devices of vendor `cuda` (a CudaBackend, docs/backend-cuda.md): false runs them in
   // fp32; true rounds matmul operands to bf16 (fp32 accumulation, fp32 master weights).
   bool cuda_bf16 = false;
@@ -173,6 +199,11 @@ struct ParallelTrainerOptions {
   using RateSteps = std::vector<std::pair<int64_t, double>>;
   std::vector<RateSteps> device_rates;
   std::function<RateSteps(int device_a, int device_b)> link_rates;
+  // Under a launcher, after a rank was lost (a silent peer, comm liveness; parallel_liveness.h):
+  // called on every survivor with the error it is about to return (kUnavailable), before the
+  // survivors' last barrier, so that each has reported it before any ends the job (MPI_Abort
+  // ends every process at once). Unset: nothing is called.
+  std::function<void(const Status&)> report_lost_peer;
   // Called on rank 0 with each step's metrics line before it is written, to add records (e.g. the
   // straggler loop's `straggler` record, docs/formats/parallel-metrics.md). Unset: nothing added.
   std::function<void(int64_t step, nlohmann::ordered_json& line)> annotate_metrics;
@@ -222,6 +253,9 @@ struct ParallelTrainSummary {
   std::string final_plan;              // name of the plan of the last step
 };
 
+// Every device of the cluster, ascending: the world `motley train` launches (one rank per device).
+std::vector<int> ClusterWorld(const spec::ClusterSpec& cluster);
+
 // The checks `motley train --plan` runs before starting any rank: exactly spec::ValidatePlan, the
 // one plan rule every command applies (spec/plan.h; every error names the pipeline, stage and
 // field, prefixed with the plan's source). optimizer_sharding 'zero1' shards the AdamW moments
@@ -239,8 +273,9 @@ using ConnectWorld =
     std::function<Result<std::unique_ptr<comm::Communicator>>(const comm::Emulation& emulation)>;
 
 // One rank per process: runs the rank the connected communicator names (its size must equal the
-// plan's rank count). Rank 0 prints and writes the metrics and trace (its own rank's actions);
-// the summary's losses are filled on every rank. On a rank's failure it aborts the world.
+// world's: Options::world_devices, or the plan's devices when that is empty). Rank 0 prints and
+// writes the metrics and trace (its own rank's actions); the summary's losses are filled on every
+// rank. On a rank's failure it aborts the world.
 Result<ParallelTrainSummary> TrainParallelProcess(const spec::RunFile& run, const spec::Plan& plan,
                                                   const ParallelTrainerOptions& options,
                                                   const ConnectWorld& connect);

@@ -134,8 +134,10 @@ TEST(MpiDeadlineTest, SlowPeerIsReportedAliveAndTheWorldRecovers) {
 
 TEST(MpiSilenceTest, StoppedPeerIsReportedSilentBeforeTheDeadline) {
   // Run with --silence_timeout_s=1 (deadline floor stays 10 s): rank 1 stops itself with SIGSTOP,
-  // so its heartbeat thread stops too. Rank 0's receive fails as "silent" (not at the deadline),
-  // then rank 0 resumes rank 1 with SIGCONT and both meet at a barrier.
+  // so its heartbeat thread stops too. Rank 0's receive fails as "silent" (not at the deadline)
+  // and rank 0 declares rank 1 lost: the world is broken for good. Rank 0 then resumes rank 1 with
+  // SIGCONT; rank 1 learns it was declared lost, and a barrier fails on both, naming the loss.
+  // Rank 0 alone can still talk on its survivors' communicator.
   Communicator& c = *g_world;
   Tensor pid = HostTensor(Shape{1}, DType::kI32);
   if (c.rank() == 1) {
@@ -149,12 +151,21 @@ TEST(MpiSilenceTest, StoppedPeerIsReportedSilentBeforeTheDeadline) {
     ASSERT_FALSE(s.ok());
     EXPECT_TRUE(Contains(s, "Recv on group 'world'")) << s.message();
     EXPECT_TRUE(Contains(s, "rank 1 (world rank 1) of group 'world' is silent")) << s.message();
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable);
     kill(pid.data<int32_t>()[0], SIGCONT);
-    // Give rank 1's heartbeat thread time to be heard again (a wait, not a timing assertion):
-    // until then a new wait on rank 1 would fail at once as "silent", by design.
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::vector<int> lost;
+    auto survivors = c.Survivors(&lost);
+    ASSERT_TRUE(survivors.ok()) << survivors.status().message();
+    EXPECT_EQ(lost, std::vector<int>{1});
+    EXPECT_EQ((*survivors)->size(), 1);
+    EXPECT_OK((*survivors)->Barrier());
   }
-  EXPECT_OK(c.Barrier());
+  const Status barrier = c.Barrier();
+  ASSERT_FALSE(barrier.ok());
+  EXPECT_EQ(barrier.code(), StatusCode::kUnavailable) << barrier.message();
+  EXPECT_TRUE(Contains(barrier, c.rank() == 0 ? "peer lost: world rank 1 is silent"
+                                              : "this rank (world rank 1) was declared lost"))
+      << barrier.message();
 }
 
 TEST(MpiAbortTest, AbortReleasesWaitingRanks) {
