@@ -14,9 +14,9 @@ MPIEXEC=${1:-}
 MOTLEY=$2
 RUNS=${3:-5}
 SEED=${4:-14}
-if [[ -z "$MPIEXEC" ]] || ! command -v "$MPIEXEC" >/dev/null 2>&1; then
-  echo "SKIP: mpiexec not found ('$MPIEXEC'); this test needs Open MPI"; exit 77
-fi
+# shellcheck source=../lib/mpi_four_ranks.sh
+source "$(dirname "$0")/../lib/mpi_four_ranks.sh"
+require_mpiexec "$MPIEXEC"
 WORK=$(mktemp -d)
 MPI_PID=""
 cleanup() {
@@ -30,32 +30,8 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 RANDOM=$SEED
 
-cat >"$WORK/cluster.yaml" <<'EOF'
-name: four
-device_types:
-  - {name: fast, vendor: cpu, peak_flops: 0.6 GFLOPS, memory: 1 GiB, memory_bandwidth: 2 GB/s,
-     emulated: {flops: 0.6 GFLOPS, memory_bandwidth: 2 GB/s}}
-  - {name: slow, vendor: cpu, peak_flops: 0.2 GFLOPS, memory: 1 GiB, memory_bandwidth: 1 GB/s,
-     emulated: {flops: 0.2 GFLOPS, memory_bandwidth: 1 GB/s}}
-link_classes:
-  - {name: shm, latency: 5 us, bandwidth: 2 GB/s}
-nodes:
-  - {name: host-fast, device_type: fast, device_count: 2, intra_link: shm}
-  - {name: host-slow, device_type: slow, device_count: 2, intra_link: shm}
-islands:
-  - {name: localhost, nodes: [host-fast, host-slow], link: shm}
-EOF
-cat >"$WORK/plan.json" <<'EOF'
-{"format": "motley-plan", "version": 1, "schedule": "1f1b", "recompute": "none",
- "optimizer_sharding": "none", "comment": "dp2 of pp2 on 4 devices",
- "pipelines": [
-  {"micro_batches": 2, "micro_batch_size": 2, "stages": [
-    {"first_block": 0, "num_blocks": 2, "has_embedding": true, "has_head": false, "devices": [0], "tp_degree": 1},
-    {"first_block": 2, "num_blocks": 2, "has_embedding": false, "has_head": true, "devices": [2], "tp_degree": 1}]},
-  {"micro_batches": 2, "micro_batch_size": 2, "stages": [
-    {"first_block": 0, "num_blocks": 2, "has_embedding": true, "has_head": false, "devices": [1], "tp_degree": 1},
-    {"first_block": 2, "num_blocks": 2, "has_embedding": false, "has_head": true, "devices": [3], "tp_degree": 1}]}]}
-EOF
+write_four_device_cluster "$WORK/cluster.yaml"
+write_dp2_pp2_plan "$WORK/plan.json"
 cd "$WORK" || exit 1
 
 times=()
@@ -85,12 +61,10 @@ EOF
   done
   pids=()
   victim_pid=""
-  for child in $(pgrep -P "$MPI_PID"); do
-    rank=$(tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
-    [[ -n "$rank" ]] || continue
+  while read -r rank child; do
     pids+=("$child")
     [[ "$rank" == "$victim" ]] && victim_pid=$child
-  done
+  done < <(rank_pids "$MPI_PID")
   [[ ${#pids[@]} -eq 4 && -n "$victim_pid" ]] || fail "run $run: did not find the 4 rank processes"
   sleep "$(awk -v ms="$delay_ms" 'BEGIN{print ms / 1000}')"
   start=$(date +%s.%N)

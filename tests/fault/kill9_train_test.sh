@@ -20,9 +20,9 @@ MPIEXEC=${1:-}
 MOTLEY=$2
 REPS=${3:-5}
 SEED=${4:-17}
-if [[ -z "$MPIEXEC" ]] || ! command -v "$MPIEXEC" >/dev/null 2>&1; then
-  echo "SKIP: mpiexec not found ('$MPIEXEC'); this test needs Open MPI"; exit 77
-fi
+# shellcheck source=../lib/mpi_four_ranks.sh
+source "$(dirname "$0")/../lib/mpi_four_ranks.sh"
+require_mpiexec "$MPIEXEC"
 WORK=$(mktemp -d)
 MPI_PID=""
 cleanup() {
@@ -33,32 +33,8 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 cd "$WORK" || exit 1
 
-cat >cluster.yaml <<'YAML'
-name: four
-device_types:
-  - {name: fast, vendor: cpu, peak_flops: 0.6 GFLOPS, memory: 1 GiB, memory_bandwidth: 2 GB/s,
-     emulated: {flops: 0.6 GFLOPS, memory_bandwidth: 2 GB/s}}
-  - {name: slow, vendor: cpu, peak_flops: 0.2 GFLOPS, memory: 1 GiB, memory_bandwidth: 1 GB/s,
-     emulated: {flops: 0.2 GFLOPS, memory_bandwidth: 1 GB/s}}
-link_classes:
-  - {name: shm, latency: 5 us, bandwidth: 2 GB/s}
-nodes:
-  - {name: host-fast, device_type: fast, device_count: 2, intra_link: shm}
-  - {name: host-slow, device_type: slow, device_count: 2, intra_link: shm}
-islands:
-  - {name: localhost, nodes: [host-fast, host-slow], link: shm}
-YAML
-cat >plan.json <<'JSON'
-{"format": "motley-plan", "version": 1, "schedule": "1f1b", "recompute": "none",
- "optimizer_sharding": "none", "comment": "dp2 of pp2 on 4 devices",
- "pipelines": [
-  {"micro_batches": 2, "micro_batch_size": 2, "stages": [
-    {"first_block": 0, "num_blocks": 2, "has_embedding": true, "has_head": false, "devices": [0], "tp_degree": 1},
-    {"first_block": 2, "num_blocks": 2, "has_embedding": false, "has_head": true, "devices": [2], "tp_degree": 1}]},
-  {"micro_batches": 2, "micro_batch_size": 2, "stages": [
-    {"first_block": 0, "num_blocks": 2, "has_embedding": true, "has_head": false, "devices": [1], "tp_degree": 1},
-    {"first_block": 2, "num_blocks": 2, "has_embedding": false, "has_head": true, "devices": [3], "tp_degree": 1}]}]}
-JSON
+write_four_device_cluster cluster.yaml
+write_dp2_pp2_plan plan.json
 run_file() {  # NAME CHECKPOINT_DIR METRICS
   cat >"$1.yaml" <<YAML
 cluster: ../cluster.yaml
@@ -105,14 +81,7 @@ for rep in $(seq 1 "$REPS"); do
     sleep 0.02
   done
   sleep "$(awk "BEGIN {print $delay_ms / 1000}")"
-  victim_pid=""
-  for wrapper in $(pgrep -P "$MPI_PID"); do
-    for child in $(pgrep -P "$wrapper"); do
-      if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$victim"; then
-        victim_pid=$child
-      fi
-    done
-  done
+  victim_pid=$(rank_pid "$MPI_PID" "$victim")
   [[ -n "$victim_pid" ]] || fail "case $rep: no process of rank $victim under mpiexec"
   kill_at=$(date +%s.%N)
   kill -KILL "$victim_pid"

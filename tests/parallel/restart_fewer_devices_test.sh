@@ -15,9 +15,9 @@ set -uo pipefail
 MPIEXEC=${1:-}
 MOTLEY=$2
 VICTIM=2  # world rank 2 drives device 2 (a slow device); RUN3's cluster lacks one slow device
-if [[ -z "$MPIEXEC" ]] || ! command -v "$MPIEXEC" >/dev/null 2>&1; then
-  echo "SKIP: mpiexec not found ('$MPIEXEC'); this test needs Open MPI"; exit 77
-fi
+# shellcheck source=../lib/mpi_four_ranks.sh
+source "$(dirname "$0")/../lib/mpi_four_ranks.sh"
+require_mpiexec "$MPIEXEC"
 if ! command -v python3 >/dev/null 2>&1; then
   echo "SKIP: python3 not found (it parses the metrics JSONL)"; exit 77
 fi
@@ -31,21 +31,7 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 # --- fixtures: the 4-device cluster, the same without one slow device, run files, 4-rank plan ---
-cat >"$WORK/cluster4.yaml" <<'EOF'
-name: four
-device_types:
-  - {name: fast, vendor: cpu, peak_flops: 0.6 GFLOPS, memory: 1 GiB, memory_bandwidth: 2 GB/s,
-     emulated: {flops: 0.6 GFLOPS, memory_bandwidth: 2 GB/s}}
-  - {name: slow, vendor: cpu, peak_flops: 0.2 GFLOPS, memory: 1 GiB, memory_bandwidth: 1 GB/s,
-     emulated: {flops: 0.2 GFLOPS, memory_bandwidth: 1 GB/s}}
-link_classes:
-  - {name: shm, latency: 5 us, bandwidth: 2 GB/s}
-nodes:
-  - {name: host-fast, device_type: fast, device_count: 2, intra_link: shm}
-  - {name: host-slow, device_type: slow, device_count: 2, intra_link: shm}
-islands:
-  - {name: localhost, nodes: [host-fast, host-slow], link: shm}
-EOF
+write_four_device_cluster "$WORK/cluster4.yaml"
 sed 's/^name: four/name: three/; s/device_type: slow, device_count: 2/device_type: slow, device_count: 1/' \
   "$WORK/cluster4.yaml" >"$WORK/cluster3.yaml"
 # run_file NAME CLUSTER CHECKPOINT_DIR METRICS
@@ -68,17 +54,7 @@ run_file run4 cluster4.yaml "$WORK/ckpt" "$WORK/killed.jsonl"
 run_file reference cluster4.yaml "$WORK/ckpt_reference" "$WORK/reference.jsonl"
 run_file run3 cluster3.yaml "$WORK/ckpt" "$WORK/auto.jsonl"
 run_file copy3 cluster3.yaml "$WORK/ckpt_copy" "$WORK/copy.jsonl"
-cat >"$WORK/plan4.json" <<'EOF'
-{"format": "motley-plan", "version": 1, "schedule": "1f1b", "recompute": "none",
- "optimizer_sharding": "none", "comment": "dp2 of pp2 on 4 devices",
- "pipelines": [
-  {"micro_batches": 2, "micro_batch_size": 2, "stages": [
-    {"first_block": 0, "num_blocks": 2, "has_embedding": true, "has_head": false, "devices": [0], "tp_degree": 1},
-    {"first_block": 2, "num_blocks": 2, "has_embedding": false, "has_head": true, "devices": [2], "tp_degree": 1}]},
-  {"micro_batches": 2, "micro_batch_size": 2, "stages": [
-    {"first_block": 0, "num_blocks": 2, "has_embedding": true, "has_head": false, "devices": [1], "tp_degree": 1},
-    {"first_block": 2, "num_blocks": 2, "has_embedding": false, "has_head": true, "devices": [3], "tp_degree": 1}]}]}
-EOF
+write_dp2_pp2_plan "$WORK/plan4.json"
 cd "$WORK" || exit 1
 
 # --- the uninterrupted 4-device run (threads, virtual clock): the reference trajectory ---
@@ -96,12 +72,7 @@ while true; do
   kill -0 "$MPI_PID" 2>/dev/null || { cat mpi.log; fail "the mpiexec run ended before step 6"; }
   sleep 0.05
 done
-VICTIM_PID=""
-for child in $(pgrep -P "$MPI_PID"); do
-  if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$VICTIM"; then
-    VICTIM_PID=$child
-  fi
-done
+VICTIM_PID=$(rank_pid "$MPI_PID" "$VICTIM")
 [[ -n "$VICTIM_PID" ]] || fail "no process of rank $VICTIM under mpiexec (pid $MPI_PID)"
 echo "latest checkpoint: step $step; killing rank $VICTIM (pid $VICTIM_PID) with SIGKILL"
 kill -KILL "$VICTIM_PID"
