@@ -1,8 +1,6 @@
 // See cli_help.h.
 #include "cli/cli_help.h"
 
-#include <cerrno>
-#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -29,15 +27,6 @@ class MotleyFormatter : public CLI::Formatter {
   }
 };
 
-// The words of a number check: the text parses completely as a finite number.
-bool ParseNumber(const std::string& text, double* value) {
-  if (text.empty()) return false;
-  errno = 0;
-  char* end = nullptr;
-  *value = std::strtod(text.c_str(), &end);
-  return end != nullptr && *end == '\0' && errno == 0 && std::isfinite(*value);
-}
-
 }  // namespace
 
 std::shared_ptr<CLI::Formatter> MakeFormatter() {
@@ -62,30 +51,6 @@ void SetExamples(CLI::App* cmd, const std::vector<std::string>& examples) {
   std::string text = "\nExamples:";
   for (const std::string& e : examples) text += "\n  " + e;
   cmd->footer(text);
-}
-
-CLI::Validator Positive() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        double v = 0;
-        if (!ParseNumber(text, &v) || !(v > 0)) {
-          return fmt::format("must be a positive number, got '{}'", text);
-        }
-        return "";
-      },
-      "");
-}
-
-CLI::Validator NonNegative() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        double v = 0;
-        if (!ParseNumber(text, &v) || !(v >= 0)) {
-          return fmt::format("must be a number >= 0, got '{}'", text);
-        }
-        return "";
-      },
-      "");
 }
 
 CLI::Validator OneOf(std::vector<std::string> names) {

@@ -24,9 +24,8 @@ std::string FailureMessage(const CLI::App* app, const CLI::Error& error);
 // Adds "Examples:" with one line per example (each a full command line) to a subcommand's help.
 void SetExamples(CLI::App* cmd, const std::vector<std::string>& examples);
 
-// Value checks with plain-words messages and nothing added to the help's type name.
-CLI::Validator Positive();                             // a number > 0
-CLI::Validator NonNegative();                          // a number >= 0
+// A word check with a plain-words message and nothing added to the help's type name (numbers are
+// checked by cli/validators.h).
 CLI::Validator OneOf(std::vector<std::string> names);  // exactly one of these words
 
 }  // namespace motley::cli

@@ -91,7 +91,7 @@ void AddGenerateCommand(CLI::App& app, int& exit_code) {
       ->type_name("T");
   cmd->add_option("--top-k", args->top_k,
                   "Draw among the K most likely tokens only (default 40; 0: all)")
-      ->check(NonNegative())
+      ->check(IntRange(0, spec::kMaxVocab))
       ->type_name("K");
   cmd->add_option("--seed", args->seed, "Seed of the sampling stream (temperature > 0)")
       ->type_name("S");

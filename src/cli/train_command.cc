@@ -606,7 +606,7 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--log-interval", args->log_interval,
                   "When the output is not a terminal: a progress line every N steps (default: "
                   "steps / 20); on a terminal one bar is redrawn every step")
-      ->check(Positive())
+      ->check(IntRange(1, spec::kMaxSteps))
       ->type_name("N");
   cmd->add_option("--report", args->report_path,
                   "Also write one self-contained HTML page: the plans (prediction, simulated "
