@@ -138,6 +138,23 @@ void StageExecutor::LoadTargets(int64_t k, std::span<const int32_t> targets) {
                                 mb_tokens * sizeof(int32_t));
 }
 
+double StageExecutor::ForwardMicroBatch(int64_t k, std::span<const int32_t> inputs,
+                                        std::span<const int32_t> targets) {
+  const Tensor input = ForwardInput(k, inputs);
+  double loss = 0.0;
+  if (last_) {
+    LoadTargets(k, targets);
+    loss = stage_.ForwardLoss(k, input, targets_);
+  } else {
+    outputs_[k] = stage_.Forward(k, input);
+  }
+  if (!first_) {
+    GiveBack(std::move(received_act_[k]));
+    received_act_.erase(k);
+  }
+  return loss;
+}
+
 Result<double> StageExecutor::Evaluate(std::span<const int32_t> inputs,
                                        std::span<const int32_t> targets, StageTimes& times) {
   MOTLEY_RETURN_IF_ERROR(CheckInputSizes(inputs, targets));
@@ -149,17 +166,7 @@ Result<double> StageExecutor::Evaluate(std::span<const int32_t> inputs,
       MOTLEY_RETURN_IF_ERROR(RunBatch(recv, 0, 1, times).WithContext("evaluation"));
     }
     const Seconds start = clock_.Now();
-    const Tensor input = ForwardInput(k, inputs);
-    if (last_) {
-      LoadTargets(k, targets);
-      loss_sum += stage_.ForwardLoss(k, input, targets_);
-    } else {
-      outputs_[k] = stage_.Forward(k, input);
-    }
-    if (!first_) {
-      GiveBack(std::move(received_act_[k]));
-      received_act_.erase(k);
-    }
+    loss_sum += ForwardMicroBatch(k, inputs, targets);
     times.forward_s += clock_.Since(start);
     if (tp_ != nullptr && !tp_->status().ok()) {
       return tp_->status().WithContext(fmt::format("rank {} evaluation F{}", rank_, k));
@@ -205,17 +212,7 @@ Result<double> StageExecutor::Run(std::span<const int32_t> inputs, std::span<con
       const int64_t k = a.micro_batch;
       switch (a.kind) {
         case ActionKind::kForward: {
-          const Tensor input = ForwardInput(k, inputs);
-          if (last_) {
-            LoadTargets(k, targets);
-            loss_sum_ += stage_.ForwardLoss(k, input, targets_);
-          } else {
-            outputs_[k] = stage_.Forward(k, input);
-          }
-          if (!first_) {
-            GiveBack(std::move(received_act_[k]));
-            received_act_.erase(k);
-          }
+          loss_sum_ += ForwardMicroBatch(k, inputs, targets);
           times.forward_s += clock_.Since(start);
           break;
         }

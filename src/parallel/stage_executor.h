@@ -93,6 +93,11 @@ class StageExecutor {
   tensor::Tensor ForwardInput(int64_t k, std::span<const int32_t> inputs);
   // Copies micro-batch k's targets to the device (last stage).
   void LoadTargets(int64_t k, std::span<const int32_t> targets);
+  // Micro-batch k's forward (training and evaluation alike): the last stage returns its loss, the
+  // others keep the output for the send and return 0; the received activation goes back to the
+  // free buffers.
+  double ForwardMicroBatch(int64_t k, std::span<const int32_t> inputs,
+                           std::span<const int32_t> targets);
   Status CheckInputSizes(std::span<const int32_t> inputs, std::span<const int32_t> targets) const;
 
   const WorldLayout& layout_;
