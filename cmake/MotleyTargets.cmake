@@ -30,6 +30,15 @@ function(motley_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   # OMP_WAIT_POLICY=PASSIVE: idle OpenMP workers sleep instead of spinning against OpenBLAS's
   # threads (backend/cpu/cpu_runtime_env.h explains the measurement).
-  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+  gtest_discover_tests(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
                        ENVIRONMENT OMP_WAIT_POLICY=PASSIVE DISCOVERY_TIMEOUT 60)
+  # The labels are set by a file CTest reads after the discovered tests (which it lists in
+  # ${name}_TESTS): gtest_discover_tests's PROPERTIES flatten a list value, so with LABELS
+  # "unit;fault" every test got the label unit alone and "fault" was read as a property name.
+  set(labels_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
+  file(WRITE ${labels_file}
+       "foreach(test IN LISTS ${name}_TESTS)\n"
+       "  set_tests_properties(\"\${test}\" PROPERTIES LABELS \"${ARG_LABELS}\")\n"
+       "endforeach()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
 endfunction()
