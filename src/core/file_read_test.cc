@@ -112,6 +112,14 @@ TEST(CodeForErrnoTest, MapsOsErrors) {
   EXPECT_EQ(CodeForErrno(EACCES), StatusCode::kInvalidArgument);
   EXPECT_EQ(CodeForErrno(ENOMEM), StatusCode::kResourceExhausted);
   EXPECT_EQ(CodeForErrno(EIO), StatusCode::kUnavailable);
+  // The write side of the same table: not writable is a precondition, a full disk or a file-size
+  // limit a resource.
+  EXPECT_EQ(CodeForErrno(ENOENT, FileAccess::kWrite), StatusCode::kNotFound);
+  EXPECT_EQ(CodeForErrno(EACCES, FileAccess::kWrite), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CodeForErrno(EROFS, FileAccess::kWrite), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CodeForErrno(ENOSPC, FileAccess::kWrite), StatusCode::kResourceExhausted);
+  EXPECT_EQ(CodeForErrno(EFBIG, FileAccess::kWrite), StatusCode::kResourceExhausted);
+  EXPECT_EQ(CodeForErrno(EIO, FileAccess::kWrite), StatusCode::kUnknown);
 }
 
 }  // namespace

@@ -33,9 +33,23 @@ std::string Described(std::string_view what) {
 
 }  // namespace
 
-StatusCode CodeForErrno(int error) {
+StatusCode CodeForErrno(int error, FileAccess access) {
   switch (error) {
-    case ENOENT:
+    case ENOENT: return StatusCode::kNotFound;
+    case ENOSPC:
+    case EDQUOT: return StatusCode::kResourceExhausted;
+    default: break;
+  }
+  if (access == FileAccess::kWrite) {
+    switch (error) {
+      case EFBIG: return StatusCode::kResourceExhausted;
+      case EACCES:
+      case EPERM:
+      case EROFS: return StatusCode::kFailedPrecondition;
+      default: return StatusCode::kUnknown;
+    }
+  }
+  switch (error) {
     case ENOTDIR: return StatusCode::kNotFound;
     case EACCES:
     case EPERM:
@@ -44,9 +58,7 @@ StatusCode CodeForErrno(int error) {
     case ENAMETOOLONG: return StatusCode::kInvalidArgument;
     case ENOMEM:
     case EMFILE:
-    case ENFILE:
-    case ENOSPC:
-    case EDQUOT: return StatusCode::kResourceExhausted;
+    case ENFILE: return StatusCode::kResourceExhausted;
     default: return StatusCode::kUnavailable;
   }
 }
@@ -141,7 +153,8 @@ Status WriteAllFd(int fd, const std::string& contents, const std::string& path) 
     if (n < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
-      return Err(WriteErrorCode(err), "{}: write failed: {}", path, std::strerror(err));
+      return Err(CodeForErrno(err, FileAccess::kWrite), "{}: write failed: {}", path,
+                 std::strerror(err));
     }
     written += static_cast<size_t>(n);
   }
@@ -150,26 +163,13 @@ Status WriteAllFd(int fd, const std::string& contents, const std::string& path) 
 
 }  // namespace
 
-StatusCode WriteErrorCode(int err) {
-  switch (err) {
-    case ENOSPC:
-    case EDQUOT:
-    case EFBIG: return StatusCode::kResourceExhausted;
-    case ENOENT: return StatusCode::kNotFound;
-    case EACCES:
-    case EPERM:
-    case EROFS: return StatusCode::kFailedPrecondition;
-    default: return StatusCode::kUnknown;
-  }
-}
-
 Status CheckOutputTarget(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::Ok();
     const int err = errno;
-    return Err(WriteErrorCode(err), "{}: cannot inspect the output path: {}", path,
-               std::strerror(err));
+    return Err(CodeForErrno(err, FileAccess::kWrite), "{}: cannot inspect the output path: {}",
+               path, std::strerror(err));
   }
   if (!S_ISREG(st.st_mode)) return RefusedTarget(path, st.st_mode);
   return Status::Ok();
@@ -183,8 +183,8 @@ Status WriteFileAtomic(const std::string& path, const std::string& contents) {
   const int fd = ::mkostemp(name.data(), O_CLOEXEC);  // O_CREAT | O_EXCL: never an existing file
   if (fd < 0) {
     const int err = errno;
-    return Err(WriteErrorCode(err), "{}: cannot create a temporary file beside it: {}", path,
-               std::strerror(err));
+    return Err(CodeForErrno(err, FileAccess::kWrite),
+               "{}: cannot create a temporary file beside it: {}", path, std::strerror(err));
   }
   tmp.assign(name.data());
   auto fail = [&](Status s) {
@@ -195,11 +195,11 @@ Status WriteFileAtomic(const std::string& path, const std::string& contents) {
   Status s = WriteAllFd(fd, contents, tmp);
   if (s.ok() && ::fsync(fd) != 0) {
     const int err = errno;
-    s = Err(WriteErrorCode(err), "{}: fsync failed: {}", tmp, std::strerror(err));
+    s = Err(CodeForErrno(err, FileAccess::kWrite), "{}: fsync failed: {}", tmp, std::strerror(err));
   }
   if (::close(fd) != 0 && s.ok()) {
     const int err = errno;
-    s = Err(WriteErrorCode(err), "{}: close failed: {}", tmp, std::strerror(err));
+    s = Err(CodeForErrno(err, FileAccess::kWrite), "{}: close failed: {}", tmp, std::strerror(err));
   }
   if (!s.ok()) return fail(s);
   // Checked again just before the rename, which replaces the directory entry itself (it never
@@ -207,8 +207,8 @@ Status WriteFileAtomic(const std::string& path, const std::string& contents) {
   if (Status target = CheckOutputTarget(path); !target.ok()) return fail(target);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
-    return fail(
-        Err(WriteErrorCode(err), "{}: rename to {} failed: {}", tmp, path, std::strerror(err)));
+    return fail(Err(CodeForErrno(err, FileAccess::kWrite), "{}: rename to {} failed: {}", tmp, path,
+                    std::strerror(err)));
   }
   const int dir = ::open(FolderOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {  // best effort: the data is already durable, the entry soon will be
@@ -228,7 +228,8 @@ Result<std::FILE*> OpenOutputFile(const std::string& path, bool append) {
   if (fd < 0) {
     const int err = errno;
     if (err == ELOOP) return RefusedTarget(path, S_IFLNK);
-    return Err(WriteErrorCode(err), "{}: cannot open for writing: {}", path, std::strerror(err));
+    return Err(CodeForErrno(err, FileAccess::kWrite), "{}: cannot open for writing: {}", path,
+               std::strerror(err));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -32,10 +32,17 @@ namespace motley {
 // few KiB to a few MiB (a plan of 4096 devices is about 0.5 MiB).
 inline constexpr size_t kMaxTextFileBytes = size_t{64} << 20;
 
-// The StatusCode of a failed open/read/stat: kNotFound (ENOENT, ENOTDIR), kInvalidArgument
-// (EACCES, EPERM, EISDIR, ELOOP, ENAMETOOLONG: the path given is not readable),
-// kResourceExhausted (ENOMEM, EMFILE, ENFILE, ENOSPC, EDQUOT), kUnavailable otherwise (EIO, ...).
-StatusCode CodeForErrno(int error);
+// What a failed file operation was doing, for CodeForErrno.
+enum class FileAccess { kRead, kWrite };
+
+// The StatusCode of a failed file operation with this errno: one table for reads (open, read,
+// stat) and writes (create, write, fsync, rename). Both: ENOENT kNotFound; ENOSPC, EDQUOT
+// kResourceExhausted. Reads: ENOTDIR kNotFound; EACCES, EPERM, EISDIR, ELOOP, ENAMETOOLONG
+// kInvalidArgument (the path given is not readable: a usage error); ENOMEM, EMFILE, ENFILE
+// kResourceExhausted; anything else kUnavailable (EIO, ...). Writes: EFBIG kResourceExhausted (a
+// file-size limit); EACCES, EPERM, EROFS kFailedPrecondition (the output place is not writable);
+// anything else kUnknown.
+StatusCode CodeForErrno(int error, FileAccess access = FileAccess::kRead);
 
 // Opens `path` read-only and checks that it is a regular file, without blocking on a FIFO
 // (O_NONBLOCK until the check). Returns the descriptor (the caller closes it) and sets *size_bytes.
@@ -60,10 +67,5 @@ Status WriteFileAtomic(const std::string& path, const std::string& contents);
 // Refuses what CheckOutputTarget refuses, checked again on the opened file (so a swap between the
 // check and the open is caught); a FIFO is never waited on. The caller owns the FILE (fclose).
 Result<std::FILE*> OpenOutputFile(const std::string& path, bool append);
-
-// The StatusCode of a failed write or create with this errno: ENOSPC, EDQUOT and EFBIG (a full
-// disk, a quota, a file-size limit) are kResourceExhausted, ENOENT kNotFound, EACCES, EPERM and
-// EROFS kFailedPrecondition, anything else kUnknown.
-StatusCode WriteErrorCode(int err);
 
 }  // namespace motley

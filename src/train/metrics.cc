@@ -121,7 +121,8 @@ Status MetricsWriter::WriteLine(const ordered_json& line) {
   if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size() ||
       std::fflush(file_.get()) != 0) {
     const int err = errno;
-    return Err(WriteErrorCode(err), "{}: cannot write metrics: {}", path_, std::strerror(err));
+    return Err(CodeForErrno(err, FileAccess::kWrite), "{}: cannot write metrics: {}", path_,
+               std::strerror(err));
   }
   return Status::Ok();
 }

@@ -30,12 +30,15 @@ Status FsyncPath(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    return Err(WriteErrorCode(err), "{}: cannot open for fsync: {}", path, std::strerror(err));
+    return Err(CodeForErrno(err, FileAccess::kWrite), "{}: cannot open for fsync: {}", path,
+               std::strerror(err));
   }
   const bool ok = ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);
-  if (!ok) return Err(WriteErrorCode(err), "{}: fsync failed: {}", path, std::strerror(err));
+  if (!ok)
+    return Err(CodeForErrno(err, FileAccess::kWrite), "{}: fsync failed: {}", path,
+               std::strerror(err));
   return Status::Ok();
 }
 
@@ -47,7 +50,8 @@ Result<FileRecord> WriteTextFile(const std::string& dir, const std::string& name
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int err = errno;
-    return Err(WriteErrorCode(err), "{}: cannot create: {}", path, std::strerror(err));
+    return Err(CodeForErrno(err, FileAccess::kWrite), "{}: cannot create: {}", path,
+               std::strerror(err));
   }
   size_t done = 0;
   while (done < text.size()) {
@@ -56,18 +60,21 @@ Result<FileRecord> WriteTextFile(const std::string& dir, const std::string& name
     if (n < 0) {
       const int err = errno;
       ::close(fd);
-      return Err(WriteErrorCode(err), "{}: write failed: {}", path, std::strerror(err));
+      return Err(CodeForErrno(err, FileAccess::kWrite), "{}: write failed: {}", path,
+                 std::strerror(err));
     }
     done += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0) {
     const int err = errno;
     ::close(fd);
-    return Err(WriteErrorCode(err), "{}: fsync failed: {}", path, std::strerror(err));
+    return Err(CodeForErrno(err, FileAccess::kWrite), "{}: fsync failed: {}", path,
+               std::strerror(err));
   }
   if (::close(fd) != 0) {
     const int err = errno;
-    return Err(WriteErrorCode(err), "{}: close failed: {}", path, std::strerror(err));
+    return Err(CodeForErrno(err, FileAccess::kWrite), "{}: close failed: {}", path,
+               std::strerror(err));
   }
   return FileRecord{name, text.size(), Sha256Hex(text), {}};
 }
@@ -242,13 +249,14 @@ Result<int> RemoveMarkedCheckpoints(const std::string& root) {
     }
   }
   if (ec) {
-    return Err(WriteErrorCode(ec.value()), "{}: cannot list the checkpoint folder: {}", root,
-               ec.message());
+    return Err(CodeForErrno(ec.value(), FileAccess::kWrite),
+               "{}: cannot list the checkpoint folder: {}", root, ec.message());
   }
   for (const fs::path& dir : marked) {
     fs::remove_all(dir, ec);
     if (ec) {
-      return Err(WriteErrorCode(ec.value()), "{}: cannot remove: {}", dir.string(), ec.message());
+      return Err(CodeForErrno(ec.value(), FileAccess::kWrite), "{}: cannot remove: {}",
+                 dir.string(), ec.message());
     }
   }
   const fs::path latest = fs::path(root) / kLatestFile;
@@ -263,8 +271,8 @@ Result<std::string> BeginCheckpoint(const std::string& root, int64_t step) {
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) {
-    return Err(WriteErrorCode(ec.value()), "{}: cannot create the checkpoint folder: {}", root,
-               ec.message());
+    return Err(CodeForErrno(ec.value(), FileAccess::kWrite),
+               "{}: cannot create the checkpoint folder: {}", root, ec.message());
   }
   const std::string tmp = root + "/" + CheckpointDirName(step) + ".tmp";
   const fs::file_status st = fs::symlink_status(tmp, ec);
@@ -272,8 +280,8 @@ Result<std::string> BeginCheckpoint(const std::string& root, int64_t step) {
     if (fs::is_directory(st) && (HasMarker(tmp) || fs::is_empty(tmp, ec))) {
       fs::remove_all(tmp, ec);
       if (ec) {
-        return Err(WriteErrorCode(ec.value()), "{}: cannot remove a stale temporary folder: {}",
-                   tmp, ec.message());
+        return Err(CodeForErrno(ec.value(), FileAccess::kWrite),
+                   "{}: cannot remove a stale temporary folder: {}", tmp, ec.message());
       }
     } else {
       return Err(StatusCode::kFailedPrecondition,
@@ -284,7 +292,8 @@ Result<std::string> BeginCheckpoint(const std::string& root, int64_t step) {
   }
   fs::create_directory(tmp, ec);
   if (ec) {
-    return Err(WriteErrorCode(ec.value()), "{}: cannot create: {}", tmp, ec.message());
+    return Err(CodeForErrno(ec.value(), FileAccess::kWrite), "{}: cannot create: {}", tmp,
+               ec.message());
   }
   Result<FileRecord> marker = WriteTextFile(tmp, kMarkerFile, kMarkerText);
   if (!marker.ok()) {
@@ -501,8 +510,8 @@ Result<std::string> Commit(const std::string& root, const std::string& tmp_dir,
     }
     fs::rename(final_dir, old_dir, ec);
     if (ec) {
-      return Err(WriteErrorCode(ec.value()), "{}: cannot move the previous copy aside: {}",
-                 final_dir, ec.message());
+      return Err(CodeForErrno(ec.value(), FileAccess::kWrite),
+                 "{}: cannot move the previous copy aside: {}", final_dir, ec.message());
     }
     moved_aside = true;
   }
@@ -517,8 +526,8 @@ Result<std::string> Commit(const std::string& root, const std::string& tmp_dir,
   };
   fs::rename(tmp_dir, final_dir, ec);
   if (ec) {
-    return roll_back(Err(WriteErrorCode(ec.value()), "{}: rename to {} failed: {}", tmp_dir,
-                         final_dir, ec.message()));
+    return roll_back(Err(CodeForErrno(ec.value(), FileAccess::kWrite),
+                         "{}: rename to {} failed: {}", tmp_dir, final_dir, ec.message()));
   }
   if (Status s = FsyncPath(root); !s.ok()) return roll_back(s);
   if (Status s = phase("latest"); !s.ok()) return roll_back(s);

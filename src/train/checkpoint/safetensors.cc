@@ -37,7 +37,8 @@ Status WriteAll(int fd, const void* data, size_t size, const std::string& path) 
     if (n < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
-      return Err(WriteErrorCode(err), "{}: write failed: {}", path, std::strerror(err));
+      return Err(CodeForErrno(err, FileAccess::kWrite), "{}: write failed: {}", path,
+                 std::strerror(err));
     }
     p += n;
     size -= static_cast<size_t>(n);
@@ -177,7 +178,8 @@ Result<WrittenFile> WriteSafetensors(const std::string& path,
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int err = errno;
-    return Err(WriteErrorCode(err), "{}: cannot create: {}", path, std::strerror(err));
+    return Err(CodeForErrno(err, FileAccess::kWrite), "{}: cannot create: {}", path,
+               std::strerror(err));
   }
   Sha256 sha;
   auto emit = [&](const void* data, size_t size) {
@@ -192,11 +194,13 @@ Result<WrittenFile> WriteSafetensors(const std::string& path,
   }
   if (status.ok() && ::fsync(fd) != 0) {
     const int err = errno;
-    status = Err(WriteErrorCode(err), "{}: fsync failed: {}", path, std::strerror(err));
+    status = Err(CodeForErrno(err, FileAccess::kWrite), "{}: fsync failed: {}", path,
+                 std::strerror(err));
   }
   if (::close(fd) != 0 && status.ok()) {
     const int err = errno;
-    status = Err(WriteErrorCode(err), "{}: close failed: {}", path, std::strerror(err));
+    status = Err(CodeForErrno(err, FileAccess::kWrite), "{}: close failed: {}", path,
+                 std::strerror(err));
   }
   MOTLEY_RETURN_IF_ERROR(status);
   return WrittenFile{8 + header_len + offset, sha.HexDigest()};

@@ -63,7 +63,7 @@ struct WrittenFile {
 };
 
 // Creates `path` (which must not exist: O_EXCL), writes, fsyncs and closes it; write errors carry
-// WriteErrorCode's code (a full disk is kResourceExhausted). Names must be unique and may not
+// CodeForErrno's write code (a full disk is kResourceExhausted). Names must be unique and may not
 // be "__metadata__" (checked: bugs).
 Result<WrittenFile> WriteSafetensors(const std::string& path,
                                      const std::vector<HostTensorView>& tensors,
