@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
+#include "core/sanitized_build.h"
 #include "motley_source_dir.h"
 
 namespace {
@@ -399,6 +400,12 @@ TEST_F(CliTest, PlanCompareOnEmulatedCluster) {
 // `motley plan --baseline KIND` writes each baseline as a plan file that trains; `--compare`
 // takes a baseline by name; `--report` writes one page of both plans and both runs.
 TEST_F(CliTest, BaselinePlanFilesTrainAndCompareByName) {
+  if (motley::kSanitizedBuild) {
+    // Each `motley plan` here also computes the exhaustive reference (up to 200,000 plans scored
+    // on this 4-device cluster): 4-18 s in the main build, past 5 minutes in the Debug ASan/UBSan
+    // build, where the three plans ran past this test's 900 s guard. The main build runs it.
+    GTEST_SKIP() << "the planner's exhaustive reference is too slow in the sanitizer build";
+  }
   const std::string run = std::string(MOTLEY_SOURCE_DIR) + "/examples/runs/hetero-4.yaml";
   for (const std::string kind : {"uniform", "homogeneous", "identical"}) {
     const std::string file = Path(kind + ".json");

@@ -17,21 +17,12 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "core/sanitized_build.h"
 #include "motley_source_dir.h"
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = motley::kSanitizedBuild;
 
 struct Outcome {
   bool exited = false;  // false: killed by a signal, or the timeout fired
