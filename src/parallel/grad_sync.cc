@@ -1,6 +1,7 @@
 // See grad_sync.h.
 #include "parallel/grad_sync.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <string_view>
@@ -8,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "core/check.h"
+#include "spec/plan_topology.h"
 
 namespace motley::parallel {
 
@@ -32,17 +34,6 @@ int LayerOfParameter(std::string_view name, int64_t num_blocks) {
   return static_cast<int>(block) + 1;
 }
 
-namespace {
-
-// Whether stage `s` holds layer `id` of a model with L blocks.
-bool HoldsLayer(const spec::StagePlan& s, int id, int64_t num_blocks) {
-  if (id == 0) return s.has_embedding;
-  if (id == static_cast<int>(num_blocks) + 1) return s.has_head;
-  return s.first_block <= id - 1 && id - 1 < s.end_block();
-}
-
-}  // namespace
-
 Result<std::unique_ptr<GradientSync>> GradientSync::Create(const WorldLayout& layout, int rank,
                                                            const spec::ModelSpec& model,
                                                            comm::Communicator& world,
@@ -53,21 +44,22 @@ Result<std::unique_ptr<GradientSync>> GradientSync::Create(const WorldLayout& la
   std::unique_ptr<GradientSync> sync(
       new GradientSync(backend, params, me.pipeline == 0, me.tp_rank, clock));
   const int64_t L = model.num_blocks;
-  // An idle rank (left out of the plan) holds no layer but joins every Split.
-  const spec::StagePlan* my_stage = me.idle() ? nullptr : &layout.stage_of(rank);
-  for (int id = 0; id <= static_cast<int>(L) + 1; ++id) {
-    // The holders: one stage per pipeline. Uniform when they all have one TP degree.
-    int degree = -1;
+  // The groups of every layer (spec/plan_topology.h). Every rank, idle ones (left out of the
+  // plan) too, splits the world once per layer; a rank joins the group that lists its device.
+  const std::vector<spec::LayerGroup> groups = spec::DataParallelGroups(layout.plan(), L);
+  size_t next_group = 0;
+  for (int id = 0; id < static_cast<int>(spec::NumGradientLayers(L)); ++id) {
+    int color = comm::kUndefinedColor;
     bool mixed = false;
-    for (const spec::PipelinePlan& p : layout.plan().pipelines) {
-      for (const spec::StagePlan& s : p.stages) {
-        if (!HoldsLayer(s, id, L)) continue;
-        if (degree >= 0 && degree != s.tp_degree) mixed = true;
-        degree = s.tp_degree;
+    for (int c = 0; next_group < groups.size() && groups[next_group].layer == id;
+         ++next_group, ++c) {
+      const spec::LayerGroup& g = groups[next_group];
+      if (std::binary_search(g.devices.begin(), g.devices.end(), me.device)) {
+        color = c;
+        mixed = g.mixed;
       }
     }
-    const bool mine = my_stage != nullptr && HoldsLayer(*my_stage, id, L);
-    const int color = !mine ? comm::kUndefinedColor : (mixed ? 0 : me.tp_rank);
+    const bool mine = color != comm::kUndefinedColor;
     MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> group,
                             world.Split(color, rank));
     if (!mine) continue;

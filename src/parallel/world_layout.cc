@@ -1,23 +1,15 @@
 // See world_layout.h.
 #include "parallel/world_layout.h"
 
-#include <algorithm>
 #include <map>
 
 #include "core/check.h"
+#include "spec/plan_topology.h"
 
 namespace motley::parallel {
 
 Result<WorldLayout> WorldLayout::Build(const spec::Plan& plan) {
-  std::vector<int> devices;
-  for (const spec::PipelinePlan& pipe : plan.pipelines) {
-    for (const spec::StagePlan& stage : pipe.stages) {
-      devices.insert(devices.end(), stage.devices.begin(), stage.devices.end());
-    }
-  }
-  std::sort(devices.begin(), devices.end());
-  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
-  return Build(plan, devices);
+  return Build(plan, spec::PlanDevices(plan));
 }
 
 Result<WorldLayout> WorldLayout::Build(const spec::Plan& plan,

@@ -1,0 +1,58 @@
+// See plan_topology.h.
+#include "spec/plan_topology.h"
+
+#include <algorithm>
+
+namespace motley::spec {
+
+bool StageHoldsLayer(const StagePlan& stage, int64_t layer, int64_t num_blocks) {
+  if (layer == 0) return stage.has_embedding;
+  if (layer == num_blocks + 1) return stage.has_head;
+  return stage.first_block <= layer - 1 && layer - 1 < stage.end_block();
+}
+
+std::vector<int> PlanDevices(const Plan& plan) {
+  std::vector<int> devices;
+  for (const PipelinePlan& pipe : plan.pipelines) {
+    for (const StagePlan& stage : pipe.stages) {
+      devices.insert(devices.end(), stage.devices.begin(), stage.devices.end());
+    }
+  }
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  return devices;
+}
+
+std::vector<LayerGroup> DataParallelGroups(const Plan& plan, int64_t num_blocks) {
+  std::vector<LayerGroup> out;
+  for (int64_t layer = 0; layer < NumGradientLayers(num_blocks); ++layer) {
+    std::vector<const StagePlan*> holders;
+    bool mixed = false;
+    for (const PipelinePlan& pipe : plan.pipelines) {
+      for (const StagePlan& stage : pipe.stages) {
+        if (!StageHoldsLayer(stage, layer, num_blocks)) continue;
+        if (!holders.empty() && holders.front()->tp_degree != stage.tp_degree) mixed = true;
+        holders.push_back(&stage);
+      }
+    }
+    if (holders.empty()) continue;
+    const int degree = mixed ? 1 : holders.front()->tp_degree;
+    for (int j = 0; j < degree; ++j) {
+      LayerGroup group;
+      group.layer = layer;
+      group.mixed = mixed;
+      group.tp_degree = degree;
+      group.tp_rank = j;
+      for (const StagePlan* stage : holders) {
+        for (size_t i = 0; i < stage->devices.size(); ++i) {
+          if (mixed || static_cast<int>(i) == j) group.devices.push_back(stage->devices[i]);
+        }
+      }
+      std::sort(group.devices.begin(), group.devices.end());
+      out.push_back(std::move(group));
+    }
+  }
+  return out;
+}
+
+}  // namespace motley::spec

@@ -1,0 +1,45 @@
+// Plan topology: the one description of who does what in a plan that the runtime (parallel/) and
+// the predictor (perf/) both read (docs/architecture.md §3 rule 2): the world's rank order, which
+// stage holds which gradient layer, and every layer's data-parallel gradient groups.
+//
+// Gradient layers: 0 the token embedding, 1 + i transformer block i, num_blocks + 1 the final
+// norm with the LM head. A layer's holders are the stages, one per pipeline, that hold it.
+// Groups of a layer (parallel/grad_sync.h says how the runtime sums over them):
+//  - uniform (every holder has the same TP degree d): d groups, group j holds TP rank j of every
+//    holder, which all own the same shards;
+//  - mixed TP degrees: one group of all holders' devices, summing full-size buffers.
+// A group's members are devices in ascending id order, which is world-rank order (a world rank
+// drives the r-th smallest device, parallel/world_layout.h), so a communicator split with the
+// world rank as key lists them in this order. Pure functions of a plan; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "spec/plan.h"
+
+namespace motley::spec {
+
+// Number of gradient layers of a model with `num_blocks` blocks (embedding, blocks, head).
+inline int64_t NumGradientLayers(int64_t num_blocks) { return num_blocks + 2; }
+
+// Whether `stage` holds gradient layer `layer` (0 <= layer < NumGradientLayers(num_blocks)).
+bool StageHoldsLayer(const StagePlan& stage, int64_t layer, int64_t num_blocks);
+
+// The devices the plan uses, ascending and distinct: world rank r drives the r-th.
+std::vector<int> PlanDevices(const Plan& plan);
+
+// One data-parallel gradient group of one layer.
+struct LayerGroup {
+  int64_t layer = 0;
+  bool mixed = false;        // holders of different TP degrees
+  int tp_degree = 1;         // the holders' degree (uniform); 1 when mixed (full-size buffers)
+  int tp_rank = 0;           // the TP rank whose shards the group sums (uniform); 0 when mixed
+  std::vector<int> devices;  // members, ascending
+};
+
+// Every layer's groups, in layer order and, within a layer, in TP-rank order. A layer no stage
+// holds has none; a layer held by one stage of degree d has d groups of one member each.
+std::vector<LayerGroup> DataParallelGroups(const Plan& plan, int64_t num_blocks);
+
+}  // namespace motley::spec
