@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "parallel/migration.h"
+#include "sched/step_messages.h"
 
 namespace motley::parallel {
 
@@ -83,7 +84,8 @@ Result<RankStepResult> ParallelRank::Step(int64_t step, std::span<const int32_t>
   RankStepResult result;
   if (idle()) {
     // Joins the world all-reduce of (loss sum, squared-norm share) with zeros.
-    tensor::Tensor sums = tensor::HostTensor(tensor::Shape{2}, tensor::DType::kF64);
+    tensor::Tensor sums =
+        tensor::HostTensor(tensor::Shape{sched::kLossNormDoubles}, tensor::DType::kF64);
     sums.data<double>()[0] = 0.0;
     sums.data<double>()[1] = 0.0;
     MOTLEY_RETURN_IF_ERROR(world_.AllReduce(sums, comm::ReduceOp::kSum)
@@ -115,7 +117,8 @@ Result<RankStepResult> ParallelRank::Step(int64_t step, std::span<const int32_t>
     return grad_sync_->Reduce();
   };
   hooks.optimizer_step = [&]() -> Status {
-    tensor::Tensor sums = tensor::HostTensor(tensor::Shape{2}, tensor::DType::kF64);
+    tensor::Tensor sums =
+        tensor::HostTensor(tensor::Shape{sched::kLossNormDoubles}, tensor::DType::kF64);
     sums.data<double>()[0] = reports_loss ? executor_->running_loss_sum() : 0.0;
     sums.data<double>()[1] = grad_sync_->NormContribution();
     MOTLEY_RETURN_IF_ERROR(world_.AllReduce(sums, comm::ReduceOp::kSum)

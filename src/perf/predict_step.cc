@@ -18,13 +18,16 @@
 #include "perf/comm_model.h"
 #include "perf/predictor.h"
 #include "perf/step_model.h"
+#include "sched/step_messages.h"
+#include "spec/plan_topology.h"
 
 namespace motley::perf {
 namespace {
 
-constexpr double kLossNormDoubles = 2.0;  // parallel_rank.cc: loss sum and gradient-norm share
-constexpr double kMetricsDoubles = 10.0;  // parallel_trainer.cc: fields gathered per rank
-constexpr double kPlanAgreementBytes = 8.0;  // train/plan_switch.cc: broadcast length (no switch)
+// The step's small messages (sched/step_messages.h), f64 each.
+constexpr double kLossNormDoubles = static_cast<double>(sched::kLossNormDoubles);
+constexpr double kMetricsDoubles = static_cast<double>(sched::kStepMetricsDoubles);
+constexpr double kPlanAgreementBytes = 8.0 * static_cast<double>(sched::kPlanAgreementDoubles);
 
 struct Rank {
   int device = 0;
@@ -53,12 +56,6 @@ double LayerParams(const spec::ModelSpec& m, int64_t id, int tp, bool sharded_on
   if (id == m.num_blocks + 1) return sharded_only ? 0.0 : c + v * c;
   const double norms = 2.0 * c;
   return (static_cast<double>(m.BlockParams()) - norms) / tp + (sharded_only ? 0.0 : norms);
-}
-
-bool Holds(const spec::StagePlan& s, int64_t id, int64_t num_blocks) {
-  if (id == 0) return s.has_embedding;
-  if (id == num_blocks + 1) return s.has_head;
-  return s.first_block <= id - 1 && id - 1 < s.end_block();
 }
 
 }  // namespace
@@ -95,8 +92,8 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
   const NicSharers sharers = CountNicSharers(plan);
   const bool zero = plan.optimizer_sharding == spec::OptimizerSharding::kZero1;
 
-  // World ranks: the plan's devices in ascending id order (the runtime's rank order).
-  std::vector<Rank> ranks;
+  // World ranks in the runtime's rank order (spec::PlanDevices).
+  std::map<int, Rank> rank_at_device;
   for (size_t k = 0; k < np; ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
@@ -105,7 +102,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
       double norm_first = 0;   // TP rank 0 counts every local parameter for the norm
       double norm_others = 0;  // other TP ranks only their shards
       for (int64_t id = 0; id <= L + 1; ++id) {
-        if (!Holds(st, id, L)) continue;
+        if (!spec::StageHoldsLayer(st, id, L)) continue;
         params += LayerParams(model_, id, st.tp_degree, false);
         norm_first += LayerParams(model_, id, st.tp_degree, false);
         norm_others += LayerParams(model_, id, st.tp_degree, true);
@@ -121,11 +118,12 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
         r.rate = rate;
         r.params = params;
         if (k == 0) r.norm_params = j > 0 ? norm_others : norm_first;
-        ranks.push_back(r);
+        rank_at_device[r.device] = r;
       }
     }
   }
-  std::sort(ranks.begin(), ranks.end(), [](const Rank& a, const Rank& b) { return a.device < b.device; });
+  std::vector<Rank> ranks;
+  for (int device : spec::PlanDevices(plan)) ranks.push_back(rank_at_device.at(device));
   const size_t n = ranks.size();
   std::map<int, int> rank_of_device;
   for (size_t r = 0; r < n; ++r) rank_of_device[ranks[r].device] = static_cast<int>(r);
@@ -192,42 +190,24 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     return std::vector<Seconds>(entries.size(), exit);
   };
 
-  // Data-parallel groups per layer, in layer order (parallel/grad_sync.cc).
+  // Data-parallel groups per layer, in layer order (spec/plan_topology.h, as
+  // parallel/grad_sync.cc runs them); a group of one member communicates nothing.
   const double grad_bytes = GradientElementBytes(settings_);
   std::vector<DpGroup> groups;
-  for (int64_t id = 0; id <= L + 1; ++id) {
-    std::vector<const spec::StagePlan*> holders;
-    int degree = -1;
-    bool mixed = false;
-    for (const spec::PipelinePlan& pipe : plan.pipelines) {
-      for (const spec::StagePlan& st : pipe.stages) {
-        if (!Holds(st, id, L)) continue;
-        if (degree >= 0 && degree != st.tp_degree) mixed = true;
-        degree = st.tp_degree;
-        holders.push_back(&st);
-      }
+  for (const spec::LayerGroup& lg : spec::DataParallelGroups(plan, L)) {
+    if (lg.devices.size() < 2) continue;
+    DpGroup g;
+    for (int device : lg.devices) g.ranks.push_back(rank_of_device[device]);
+    g.hops = ring_hops(g.ranks);
+    g.numel = static_cast<int64_t>(LayerParams(model_, lg.layer, lg.tp_degree, false));
+    for (int r : g.ranks) {
+      const Rank& rk = ranks[static_cast<size_t>(r)];
+      const spec::StagePlan& st =
+          plan.pipelines[static_cast<size_t>(rk.pipeline)].stages[static_cast<size_t>(rk.stage)];
+      g.staging_s.push_back(
+          rk.rate * compute_.GradStaging(rk.type, LayerParams(model_, lg.layer, st.tp_degree, false)));
     }
-    if (holders.size() < 2) continue;
-    const int colors = mixed ? 1 : degree;
-    for (int color = 0; color < colors; ++color) {
-      DpGroup g;
-      for (const spec::StagePlan* st : holders) {
-        for (size_t j = 0; j < st->devices.size(); ++j) {
-          if (mixed || static_cast<int>(j) == color) g.ranks.push_back(rank_of_device[st->devices[j]]);
-        }
-      }
-      std::sort(g.ranks.begin(), g.ranks.end());
-      g.hops = ring_hops(g.ranks);
-      g.numel = static_cast<int64_t>(LayerParams(model_, id, mixed ? 1 : degree, false));
-      for (int r : g.ranks) {
-        const Rank& rk = ranks[static_cast<size_t>(r)];
-        const spec::StagePlan& st =
-            plan.pipelines[static_cast<size_t>(rk.pipeline)].stages[static_cast<size_t>(rk.stage)];
-        g.staging_s.push_back(
-            rk.rate * compute_.GradStaging(rk.type, LayerParams(model_, id, st.tp_degree, false)));
-      }
-      groups.push_back(std::move(g));
-    }
+    groups.push_back(std::move(g));
   }
 
   // Stage costs and links.

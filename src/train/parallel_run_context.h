@@ -28,6 +28,7 @@
 #include "parallel/parallel_rank.h"
 #include "parallel/stage_executor.h"
 #include "parallel/world_layout.h"
+#include "sched/step_messages.h"
 #include "spec/run_file.h"
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
@@ -49,7 +50,7 @@ using parallel::WorldLayout;
 // Per-rank values gathered every step: the StageTimes fields, the skipped flag, the rank clock
 // at the step's start and end, whether the rank saw a stop request (SIGTERM), and the probe op
 // (measured and expected seconds; 0 when it ran none; expected 0 when no profile gives it).
-constexpr int64_t kStepFields = 13;
+constexpr int64_t kStepFields = sched::kStepMetricsDoubles;
 constexpr int kSkippedField = 7;
 constexpr int kStartField = 8;
 constexpr int kEndField = 9;

@@ -177,7 +177,9 @@ Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
   }
   MOTLEY_RETURN_IF_ERROR(SetUpEmulation(run, options, ctx));
   ctx.report_links = ctx.emulated && options.straggler_reports;
-  if (ctx.report_links) ctx.gather_stride = kStepFields + 3 * p.layout->size();
+  if (ctx.report_links) {
+    ctx.gather_stride = kStepFields + sched::kLinkTrafficDoublesPerRank * p.layout->size();
+  }
   if (!options.resume.empty() && !options.init_from.empty()) {
     return Err(StatusCode::kInvalidArgument,
                "--resume and --init-from exclude each other (resume continues a run with its "

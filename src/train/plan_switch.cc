@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "parallel/migration.h"
+#include "sched/step_messages.h"
 
 namespace motley::train {
 
@@ -29,7 +30,7 @@ Result<std::optional<spec::Plan>> AgreeOnPlan(comm::Communicator& world,
   if (world.rank() == 0 && decision.has_value()) {
     text = PlanName(*decision) + "\n" + spec::PlanToJson(*decision);
   }
-  Tensor length = tensor::HostTensor(Shape{1}, DType::kF64);
+  Tensor length = tensor::HostTensor(Shape{sched::kPlanAgreementDoubles}, DType::kF64);
   length.data<double>()[0] = static_cast<double>(text.size());
   MOTLEY_RETURN_IF_ERROR(world.Broadcast(length, 0).WithContext("plan switch: decision"));
   const auto n = static_cast<size_t>(length.data<double>()[0]);
