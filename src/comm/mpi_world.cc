@@ -218,23 +218,7 @@ class MpiTransport final : public Transport {
       aborted_ = true;
       abort_reason_ = text;
     }
-    std::vector<MPI_Request> sent;
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      MPI_Request r = MPI_REQUEST_NULL;
-      MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, p, kAbortTag, control_, &r);
-      sent.push_back(r);
-    }
-    // Small messages go out eagerly; give them a moment, polling, then let go.
-    const auto until = Clock::now() + std::chrono::seconds(1);
-    for (MPI_Request& r : sent) {
-      int flag = 0;
-      while (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag == 0 &&
-             Clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-      if (flag == 0) MPI_Request_free(&r);
-    }
+    TellEveryPeer(text, kAbortTag);
   }
 
   Status abort_status() const override {
@@ -431,15 +415,21 @@ class MpiTransport final : public Transport {
   // again (a stopped process that is continued): it is then out of the job.
   void DeclareLost(int peer, const std::string& reason) {
     if (!MarkLost(peer, reason)) return;
-    const std::string text = fmt::format("{}|{}", peer, reason);
+    TellEveryPeer(fmt::format("{}|{}", peer, reason), kLostTag);
+  }
+
+  // Sends `text` to every other rank on the control communicator with `tag`. Small messages go
+  // out eagerly: it polls the sends for up to a second, then lets go of those still pending (a
+  // lost peer never receives).
+  void TellEveryPeer(const std::string& text, int tag) {
     std::vector<MPI_Request> sent;
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       MPI_Request r = MPI_REQUEST_NULL;
-      MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, p, kLostTag, control_, &r);
+      MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, p, tag, control_, &r);
       sent.push_back(r);
     }
-    const auto until = Clock::now() + std::chrono::seconds(1);  // small messages go out eagerly
+    const auto until = Clock::now() + std::chrono::seconds(1);
     for (MPI_Request& r : sent) {
       int flag = 0;
       while (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag == 0 &&
