@@ -71,53 +71,38 @@ TEST(CoordinatorTest, CalibratesJitterNeverReplansAndAThreeTimesSlowdownReplansO
   EXPECT_EQ(c.controller().adopted_count(), 1);
 }
 
+// A device ten times slower during steps 20-59 is dropped and taken back once its probe
+// recovers: on emulated devices (the probe judged against its expected time) and on real ones
+// (no profile: every device judged against the median of its type's peers, the probes too).
 TEST(CoordinatorTest, ADroppedDeviceIsProbedAndRejoins) {
   auto w = testing::LoadWorld();
-  CoordinatorOptions o;
-  o.controller.planner = w->planner;
-  StragglerCoordinator c(*w->predictor, w->initial, o);
-  std::vector<int64_t> switches;
-  for (int64_t step = 1; step <= 120; ++step) {
-    std::vector<double> slowdown(8, 1.0);
-    if (step >= 20 && step < 60) slowdown[5] = 10.0;
-    auto next = c.AfterStep(step, Measure(*w->predictor, c.plan(), slowdown));
-    ASSERT_TRUE(next.ok()) << next.status().message();
-    if (next->has_value()) switches.push_back(step);
-    if (step == 59) {
-      ASSERT_EQ(c.controller().decisions().size(), 1u);
-      EXPECT_EQ(c.controller().decisions()[0].devices_out, std::vector<int>{5});
+  for (const bool real : {false, true}) {
+    SCOPED_TRACE(real ? "real devices" : "emulated devices");
+    CoordinatorOptions o;
+    o.controller.planner = w->planner;
+    StragglerCoordinator c(*w->predictor, w->initial, o);
+    std::vector<int64_t> switches;
+    for (int64_t step = 1; step <= 120; ++step) {
+      std::vector<double> slowdown(8, 1.0);
+      if (step >= 20 && step < 60) slowdown[5] = 10.0;
+      auto next = c.AfterStep(step, Measure(*w->predictor, c.plan(), slowdown, real));
+      ASSERT_TRUE(next.ok()) << next.status().message();
+      if (next->has_value()) switches.push_back(step);
+      if (step == 59) {
+        ASSERT_EQ(c.controller().decisions().size(), 1U);
+        EXPECT_EQ(c.controller().decisions()[0].devices_out, std::vector<int>{5});
+        if (real) {
+          EXPECT_STREQ(c.expectation(5), "peers");  // its probe against the others'
+        }
+      }
     }
+    ASSERT_EQ(switches.size(), 2U);  // out while slow, back after its probe recovered
+    EXPECT_GT(switches[0], 20);
+    EXPECT_LE(switches[0], 30);
+    EXPECT_GT(switches[1], 60);
+    EXPECT_TRUE(c.controller().decisions().back().devices_out.empty());
+    EXPECT_TRUE(c.last_record().is_null() || c.last_record().contains("device_rates"));
   }
-  ASSERT_EQ(switches.size(), 2u);  // out while slow, back after its probe recovered
-  EXPECT_TRUE(c.controller().decisions().back().devices_out.empty());
-  EXPECT_TRUE(c.last_record().is_null() || c.last_record().contains("device_rates"));
-}
-
-// A real device (no profile: every device judged against the median of its type's peers, the
-// probes too) is dropped while it is ten times slower and taken back once its probe recovers.
-TEST(CoordinatorTest, ARealDeviceIsJudgedAgainstItsPeersDroppedAndTakenBack) {
-  auto w = testing::LoadWorld();
-  CoordinatorOptions o;
-  o.controller.planner = w->planner;
-  StragglerCoordinator c(*w->predictor, w->initial, o);
-  std::vector<int64_t> switches;
-  for (int64_t step = 1; step <= 120; ++step) {
-    std::vector<double> slowdown(8, 1.0);
-    if (step >= 20 && step < 60) slowdown[5] = 10.0;
-    auto next = c.AfterStep(step, Measure(*w->predictor, c.plan(), slowdown, /*real=*/true));
-    ASSERT_TRUE(next.ok()) << next.status().message();
-    if (next->has_value()) switches.push_back(step);
-    if (step == 59) {
-      ASSERT_EQ(c.controller().decisions().size(), 1U);
-      EXPECT_EQ(c.controller().decisions()[0].devices_out, std::vector<int>{5});
-      EXPECT_STREQ(c.expectation(5), "peers");  // its probe against the others' probes
-    }
-  }
-  ASSERT_EQ(switches.size(), 2U);
-  EXPECT_GT(switches[0], 20);
-  EXPECT_LE(switches[0], 30);
-  EXPECT_GT(switches[1], 60);
-  EXPECT_TRUE(c.controller().decisions().back().devices_out.empty());
 }
 
 // With a profile (measured_types), a device slow from step 1 is a straggler from step 1: its
