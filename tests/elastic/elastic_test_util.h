@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include "elastic/elastic_run.h"
@@ -24,60 +26,46 @@
 
 namespace motley::testing {
 
-// Two nodes of four identical emulated devices (examples/clusters/emulated-8.yaml), the 8-block
-// small model.
-inline constexpr const char* kEight = R"(
+// A run on two nodes of four identical emulated devices of `flops` and `memory_bandwidth` (the
+// cluster of examples/clusters/emulated-8.yaml at other rates) training `model` with 8 blocks.
+inline std::string EightDeviceRun(std::string_view cluster_name, std::string_view flops,
+                                  std::string_view memory_bandwidth, std::string_view model,
+                                  int steps) {
+  return fmt::format(R"(
 cluster:
-  name: emulated-8
+  name: {0}
   device_types:
-    - {name: emu, vendor: cpu, peak_flops: 2 GFLOPS, memory: 64 MiB, memory_bandwidth: 2 GB/s,
-       emulated: {flops: 2 GFLOPS, memory_bandwidth: 2 GB/s}}
+    - {{name: emu, vendor: cpu, peak_flops: {1}, memory: 64 MiB, memory_bandwidth: {2},
+       emulated: {{flops: {1}, memory_bandwidth: {2}}}}}
   link_classes:
-    - {name: shm, latency: 5 us, bandwidth: 2 GB/s, efficiency: 1.0}
-    - {name: net, latency: 20 us, bandwidth: 1 GB/s, efficiency: 1.0}
+    - {{name: shm, latency: 5 us, bandwidth: 2 GB/s, efficiency: 1.0}}
+    - {{name: net, latency: 20 us, bandwidth: 1 GB/s, efficiency: 1.0}}
   nodes:
-    - {name: node-a, device_type: emu, device_count: 4, intra_link: shm}
-    - {name: node-b, device_type: emu, device_count: 4, intra_link: shm}
+    - {{name: node-a, device_type: emu, device_count: 4, intra_link: shm}}
+    - {{name: node-b, device_type: emu, device_count: 4, intra_link: shm}}
   islands:
-    - {name: rack, nodes: [node-a, node-b], link: net}
-model: {preset: small, name: small-8, num_blocks: 8}
+    - {{name: rack, nodes: [node-a, node-b], link: net}}
+model: {{preset: {3}, name: {3}-8, num_blocks: 8}}
 train:
   global_batch: 16
   seq_len: 64
-  steps: 70
-  optimizer: {lr: 1.0e-3, min_lr: 1.0e-4, warmup_steps: 5}
+  steps: {4}
+  optimizer: {{lr: 1.0e-3, min_lr: 1.0e-4, warmup_steps: 5}}
   val_every: 0
-)";
+)",
+                     cluster_name, flops, memory_bandwidth, model, steps);
+}
 
-// The same two nodes of eight emulated devices ten times slower, and the tiny model with 8 blocks:
-// compute still dominates the links, and a step costs the host about 50 times less (the 8-process
-// mpiexec test).
-inline constexpr const char* kEightTiny = R"(
-cluster:
-  name: emulated-8-slow
-  device_types:
-    - {name: emu, vendor: cpu, peak_flops: 0.2 GFLOPS, memory: 64 MiB, memory_bandwidth: 0.5 GB/s,
-       emulated: {flops: 0.2 GFLOPS, memory_bandwidth: 0.5 GB/s}}
-  link_classes:
-    - {name: shm, latency: 5 us, bandwidth: 2 GB/s, efficiency: 1.0}
-    - {name: net, latency: 20 us, bandwidth: 1 GB/s, efficiency: 1.0}
-  nodes:
-    - {name: node-a, device_type: emu, device_count: 4, intra_link: shm}
-    - {name: node-b, device_type: emu, device_count: 4, intra_link: shm}
-  islands:
-    - {name: rack, nodes: [node-a, node-b], link: net}
-model: {preset: tiny, name: tiny-8, num_blocks: 8}
-train:
-  global_batch: 16
-  seq_len: 64
-  steps: 50
-  optimizer: {lr: 1.0e-3, min_lr: 1.0e-4, warmup_steps: 5}
-  val_every: 0
-)";
+// examples/clusters/emulated-8.yaml itself, the 8-block small model.
+inline const std::string kEight = EightDeviceRun("emulated-8", "2 GFLOPS", "2 GB/s", "small", 70);
+// Devices ten times slower in compute (four in memory bandwidth) and the tiny model: compute still
+// dominates the links, and a step costs the host about 50 times less (the 8-process mpiexec test).
+inline const std::string kEightTiny =
+    EightDeviceRun("emulated-8-slow", "0.2 GFLOPS", "0.5 GB/s", "tiny", 50);
 
 // Six emulated devices of three speeds (two of each, a node per type; examples/clusters/
 // emulated-6-three-speed.yaml): the planner leaves the two slowest idle.
-inline constexpr const char* kSix = R"(
+inline const std::string kSix = R"(
 cluster:
   name: emulated-6-three-speed
   device_types:
@@ -105,7 +93,7 @@ train:
   val_every: 0
 )";
 
-inline spec::RunFile RunOf(const char* yaml, int64_t steps) {
+inline spec::RunFile RunOf(const std::string& yaml, int64_t steps) {
   auto run = spec::ParseRunFile(yaml, "elastic_test", "");
   EXPECT_TRUE(run.ok()) << run.status().message();
   spec::RunFile out = run.ok() ? *run : spec::RunFile{};
