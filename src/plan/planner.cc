@@ -390,12 +390,17 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
     }
     auto& found = s.per_type_tp[t];
     std::sort(found.begin(), found.end());
+    // The TP degrees mixed layouts try for this type: on small clusters every valid one (a degree
+    // with which the type cannot hold the whole model alone may still fit as one stage of a mixed
+    // pipeline); otherwise the two fastest of the type alone, or every valid one when none fits.
     std::vector<int> best_tp;
-    for (const auto& [time, tp] : found) {
-      if (std::find(best_tp.begin(), best_tp.end(), tp) == best_tp.end()) best_tp.push_back(tp);
-      if (!s.small && best_tp.size() == 2) break;
+    if (!s.small) {
+      for (const auto& [time, tp] : found) {
+        if (std::find(best_tp.begin(), best_tp.end(), tp) == best_tp.end()) best_tp.push_back(tp);
+        if (best_tp.size() == 2) break;
+      }
     }
-    if (best_tp.empty()) best_tp = ValidTp(cluster, model, options, t);  // none fits alone
+    if (best_tp.empty()) best_tp = ValidTp(cluster, model, options, t);
     tp_choices[t] = best_tp;
   }
   // Phase 2: larger subsets of types.
