@@ -2,6 +2,7 @@
 #include "perf/memory_model.h"
 
 #include "core/check.h"
+#include "spec/plan_topology.h"
 
 namespace motley::perf {
 
@@ -22,19 +23,13 @@ Bytes ActivationBytesPerBlock(const spec::ModelSpec& model, int64_t b, int64_t s
   return scale16 * sbh * (10.0 + 24.0 / t + score / t);
 }
 
-double StageParamsPerDevice(const spec::ModelSpec& model, int64_t num_blocks, bool has_embedding,
-                            bool has_head, int tp) {
-  double params = static_cast<double>(num_blocks) * static_cast<double>(model.BlockParams());
-  if (has_embedding) params += static_cast<double>(model.EmbeddingParams());
-  if (has_head) params += static_cast<double>(model.HeadParams());
-  return params / tp;
-}
-
 StageMemory StageMemoryPerDevice(const spec::ModelSpec& model, const StageMemoryInput& in,
                                  const PerfSettings& settings) {
   MOTLEY_CHECK(in.dp_degree >= 1 && in.in_flight >= 0, "bad StageMemoryInput");
-  const double params =
-      StageParamsPerDevice(model, in.num_blocks, in.has_embedding, in.has_head, in.tp);
+  // The tensors the runtime allocates (spec/plan_topology.h): block weights split over the TP
+  // ranks; norms, embedding and head replicated on every one.
+  const auto params = static_cast<double>(
+      spec::StageParamsPerTpRank(model, in.num_blocks, in.has_embedding, in.has_head, in.tp));
   const bool fp32 = settings.precision == spec::Precision::kFp32;
   const double zero = in.sharding == spec::OptimizerSharding::kZero1
                           ? static_cast<double>(in.dp_degree)
@@ -56,9 +51,10 @@ StageMemory StageMemoryPerDevice(const spec::ModelSpec& model, const StageMemory
   const double sbh = static_cast<double>(in.seq_len * in.micro_batch_size * model.hidden);
   if (in.has_embedding) mem.buffers += sbh * elem * static_cast<double>(in.in_flight);
   if (in.has_head) {
-    // fp32 logits of one micro-batch over this rank's vocabulary slice (performance-model.md).
+    // fp32 logits of one micro-batch over the whole vocabulary: the head is replicated on every
+    // TP rank (model/stage.cc), not split by vocabulary as in Megatron.
     mem.buffers += 4.0 * static_cast<double>(in.seq_len * in.micro_batch_size) *
-                   static_cast<double>(model.vocab_size) / in.tp;
+                   static_cast<double>(model.vocab_size);
   }
   return mem;
 }

@@ -47,10 +47,6 @@ struct StageMemory {
   Bytes total() const { return weights + gradients + optimizer + activations + buffers; }
 };
 
-// Parameters one TP rank of the stage holds (blocks, embedding, final norm + head, split by tp).
-double StageParamsPerDevice(const spec::ModelSpec& model, int64_t num_blocks, bool has_embedding,
-                            bool has_head, int tp);
-
 // Bytes per device of one stage. Mixed bf16: 2 weights + 2 grads + 12 optimizer (4 master + 4 + 4
 // moments), ZeRO-1 divides the 12 by dp (ZeRO paper, Rajbhandari et al. 2020); fp32: 4 + 4 + 8,
 // ZeRO-1 divides the 8.

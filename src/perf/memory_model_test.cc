@@ -76,6 +76,26 @@ TEST(MemoryModelTest, StateBytesPerParameter) {
   EXPECT_DOUBLE_EQ(mem.weights + mem.gradients + mem.optimizer, (8.0 + 8.0 / 8.0) * params);
 }
 
+// motley's runtime splits a block's attention and MLP weights over the TP ranks and keeps its
+// norms, the embedding and the head whole on every rank (model/parameters.h).
+TEST(MemoryModelTest, EmbeddingHeadAndNormsAreWholeOnEveryTpRank) {
+  const spec::ModelSpec m = Gpt3();
+  const double c = static_cast<double>(m.hidden);
+  const double v = static_cast<double>(m.vocab_size);
+  StageMemoryInput in;
+  in.num_blocks = 2;
+  in.tp = 8;
+  in.in_flight = 0;
+  const PerfSettings s = Bf16(true, true);
+  const double blocks = StageMemoryPerDevice(m, in, s).weights;
+  EXPECT_DOUBLE_EQ(blocks, 2.0 * 2 * ((static_cast<double>(m.BlockParams()) - 2 * c) / 8 + 2 * c));
+  in.has_embedding = true;
+  EXPECT_DOUBLE_EQ(StageMemoryPerDevice(m, in, s).weights - blocks, 2.0 * v * c);
+  in.has_embedding = false;
+  in.has_head = true;
+  EXPECT_DOUBLE_EQ(StageMemoryPerDevice(m, in, s).weights - blocks, 2.0 * (c + v * c));
+}
+
 TEST(MemoryModelTest, ActivationsScaleWithInFlightAndStageExtras) {
   const spec::ModelSpec m = Gpt3();
   StageMemoryInput in;
@@ -90,7 +110,8 @@ TEST(MemoryModelTest, ActivationsScaleWithInFlightAndStageExtras) {
   in.has_head = true;
   const StageMemory last = StageMemoryPerDevice(m, in, s);
   EXPECT_DOUBLE_EQ(last.activations, 12 * 106954752.0);
-  EXPECT_DOUBLE_EQ(last.buffers, 4.0 * 2048 * 51200 / 8);  // fp32 logits slice
+  // fp32 logits over the whole vocabulary: the head is replicated on every TP rank.
+  EXPECT_DOUBLE_EQ(last.buffers, 4.0 * 2048 * 51200);
   EXPECT_GT(last.weights, first.weights);                   // the head's parameters
 }
 

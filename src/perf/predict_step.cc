@@ -48,14 +48,10 @@ struct DpGroup {
   std::vector<double> staging_s;  // per member: pack + unpack
 };
 
-// Parameters of layer `id` (0 embedding, 1..L blocks, L+1 head) on a TP rank of degree tp.
+// Parameters of gradient layer `id` on a TP rank of degree tp (spec::LayerParamsPerTpRank).
 double LayerParams(const spec::ModelSpec& m, int64_t id, int tp, bool sharded_only) {
-  const double c = static_cast<double>(m.hidden);
-  const double v = static_cast<double>(m.vocab_size);
-  if (id == 0) return sharded_only ? 0.0 : v * c;
-  if (id == m.num_blocks + 1) return sharded_only ? 0.0 : c + v * c;
-  const double norms = 2.0 * c;
-  return (static_cast<double>(m.BlockParams()) - norms) / tp + (sharded_only ? 0.0 : norms);
+  const spec::LayerParams p = spec::LayerParamsPerTpRank(m, id, tp);
+  return static_cast<double>(sharded_only ? p.sharded : p.total());
 }
 
 }  // namespace

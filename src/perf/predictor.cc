@@ -29,6 +29,7 @@
 
 #include "perf/comm_model.h"
 #include "sched/schedule.h"
+#include "spec/plan_topology.h"
 
 namespace motley::perf {
 
@@ -257,8 +258,14 @@ Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan,
       reps.push_back(st.devices.front());
       min_tp = std::min(min_tp, st.tp_degree);
     }
-    const double layers = si < layers_of_segment.size() ? layers_of_segment[si] : 1.0;
-    const Bytes bytes = seg.params / min_tp * grad_bytes / layers;
+    // One layer's gradients on a TP rank of the smallest degree (spec::LayerParamsPerTpRank: the
+    // embedding and head are whole on every TP rank, a block's weights split).
+    const bool blocks = si < layers_of_segment.size();
+    const double layers = blocks ? layers_of_segment[si] : 1.0;
+    const int64_t layer =
+        blocks ? 1 : (si == layers_of_segment.size() ? 0 : model_.num_blocks + 1);
+    const Bytes bytes =
+        static_cast<double>(spec::LayerParamsPerTpRank(model_, layer, min_tp).total()) * grad_bytes;
     if (reps.size() > 1) {
       std::vector<int> key = reps;
       std::sort(key.begin(), key.end());

@@ -11,6 +11,23 @@ bool StageHoldsLayer(const StagePlan& stage, int64_t layer, int64_t num_blocks) 
   return stage.first_block <= layer - 1 && layer - 1 < stage.end_block();
 }
 
+LayerParams LayerParamsPerTpRank(const ModelSpec& model, int64_t layer, int tp) {
+  const int64_t c = model.hidden;
+  const int64_t v = model.vocab_size;
+  if (layer == 0) return LayerParams{0, v * c};
+  if (layer == model.num_blocks + 1) return LayerParams{0, c + v * c};
+  const int64_t norms = 2 * c;
+  return LayerParams{(model.BlockParams() - norms) / tp, norms};
+}
+
+int64_t StageParamsPerTpRank(const ModelSpec& model, int64_t num_blocks, bool has_embedding,
+                             bool has_head, int tp) {
+  int64_t params = num_blocks * LayerParamsPerTpRank(model, 1, tp).total();
+  if (has_embedding) params += LayerParamsPerTpRank(model, 0, tp).total();
+  if (has_head) params += LayerParamsPerTpRank(model, model.num_blocks + 1, tp).total();
+  return params;
+}
+
 std::vector<int> PlanDevices(const Plan& plan) {
   std::vector<int> devices;
   for (const PipelinePlan& pipe : plan.pipelines) {

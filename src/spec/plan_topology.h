@@ -26,6 +26,20 @@ inline int64_t NumGradientLayers(int64_t num_blocks) { return num_blocks + 2; }
 // Whether `stage` holds gradient layer `layer` (0 <= layer < NumGradientLayers(num_blocks)).
 bool StageHoldsLayer(const StagePlan& stage, int64_t layer, int64_t num_blocks);
 
+// Parameters one TP rank of degree `tp` holds of gradient layer `layer`, as model/parameters.h
+// allocates them: a block's attention and MLP weights are split over the TP ranks; its norms, the
+// embedding, the final norm and the LM head are replicated on every TP rank. tp must divide the
+// model's heads, kv heads and ffn width (spec::ValidatePlan), so the split is exact.
+struct LayerParams {
+  int64_t sharded = 0;     // elements of split tensors on this rank
+  int64_t replicated = 0;  // elements of tensors every TP rank holds whole
+  int64_t total() const { return sharded + replicated; }
+};
+LayerParams LayerParamsPerTpRank(const ModelSpec& model, int64_t layer, int tp);
+// Parameters one TP rank of a stage holds: the sum over the stage's layers.
+int64_t StageParamsPerTpRank(const ModelSpec& model, int64_t num_blocks, bool has_embedding,
+                             bool has_head, int tp);
+
 // The devices the plan uses, ascending and distinct: world rank r drives the r-th.
 std::vector<int> PlanDevices(const Plan& plan);
 
