@@ -46,7 +46,9 @@ struct Launched {
 // Runs `run` under `plan` with one rank per process; rank 0 first clears `root` (no other rank
 // touches it before the first save, which needs rank 0). With --overwrite semantics, so that a
 // rank checking the folder before rank 0 cleared it (a folder left by an earlier run of the test)
-// does not refuse the fresh run.
+// does not refuse the fresh run. Rank 0 renames the old folder away before deleting it, so the
+// others see it whole or not at all (a half-deleted checkpoint, its marker file gone first, is
+// one that --overwrite rightly refuses).
 Launched RunUnderMpi(const spec::RunFile& run, const spec::Plan& plan,
                      const train::ParallelTrainerOptions& given) {
   Launched out;
@@ -55,7 +57,10 @@ Launched RunUnderMpi(const spec::RunFile& run, const spec::Plan& plan,
   const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
   if (env_rank != nullptr && std::string(env_rank) == "0" && !run.train.checkpoint.dir.empty()) {
     std::error_code ec;
-    fs::remove_all(run.train.checkpoint.dir, ec);
+    const std::string stale = run.train.checkpoint.dir + ".stale";
+    fs::remove_all(stale, ec);
+    fs::rename(run.train.checkpoint.dir, stale, ec);
+    fs::remove_all(stale, ec);
   }
   auto connect =
       [&](const comm::Emulation& emulation) -> Result<std::unique_ptr<comm::Communicator>> {
