@@ -51,21 +51,58 @@ Seconds HierarchicalAllReduceTime(Bytes bytes, int k, int groups, const spec::Li
 
 namespace {
 
-// The slowest link class among consecutive devices of `ring` (closing hop included).
-Seconds RingOver(const spec::ClusterSpec& cluster, const std::vector<int>& ring, Bytes bytes) {
+// The link of hop a -> b, its bandwidth capped by the NICs it leaves and enters when `nic` is set:
+// at most NodeNicBandwidth(n) / (sharers(n) * flows through n of this collective), per direction.
+spec::LinkClass CappedHop(const spec::ClusterSpec& cluster, int a, int b, const NicSharing* nic,
+                          const std::map<int, int>& flows_out, const std::map<int, int>& flows_in) {
+  spec::LinkClass link = cluster.LinkBetween(a, b);
+  const int na = cluster.device(a).node;
+  const int nb = cluster.device(b).node;
+  if (nic == nullptr || na == nb) return link;
+  BytesPerSecond bw = link.EffectiveBandwidth();
+  bw = std::min(bw, NodeNicBandwidth(cluster, na) / (nic->SharersAt(na) * flows_out.at(na)));
+  bw = std::min(bw, NodeNicBandwidth(cluster, nb) / (nic->SharersAt(nb) * flows_in.at(nb)));
+  link.bandwidth = bw;
+  link.efficiency = 1.0;
+  return link;
+}
+
+// The slowest hop among consecutive devices of `ring` (closing hop included), each hop's NICs
+// shared by the ring's own flows through them and by `nic`'s sharers.
+Seconds RingOver(const spec::ClusterSpec& cluster, const std::vector<int>& ring, Bytes bytes,
+                 const NicSharing* nic) {
   if (ring.size() < 2) return 0;
-  std::vector<const spec::LinkClass*> hops;
-  hops.reserve(ring.size());
+  std::map<int, int> flows_out;
+  std::map<int, int> flows_in;
   for (size_t i = 0; i < ring.size(); ++i) {
-    hops.push_back(&cluster.LinkBetween(ring[i], ring[(i + 1) % ring.size()]));
+    const int na = cluster.device(ring[i]).node;
+    const int nb = cluster.device(ring[(i + 1) % ring.size()]).node;
+    if (na != nb) {
+      ++flows_out[na];
+      ++flows_in[nb];
+    }
   }
+  std::vector<spec::LinkClass> links;
+  links.reserve(ring.size());
+  for (size_t i = 0; i < ring.size(); ++i) {
+    links.push_back(CappedHop(cluster, ring[i], ring[(i + 1) % ring.size()], nic, flows_out,
+                              flows_in));
+  }
+  std::vector<const spec::LinkClass*> hops;
+  hops.reserve(links.size());
+  for (const spec::LinkClass& link : links) hops.push_back(&link);
   return HeterogeneousRingAllReduceTime(bytes, hops);
 }
 
 }  // namespace
 
+double NicSharing::SharersAt(int node) const {
+  if (node < 0 || static_cast<size_t>(node) >= sharers.size()) return 1.0;
+  return std::max(1, sharers[static_cast<size_t>(node)]);
+}
+
 Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<int>& devices,
-                           Bytes bytes) {
+                           Bytes bytes, const NicSharing* nic) {
   if (devices.size() < 2) return 0;
   std::vector<int> ring = devices;
   std::sort(ring.begin(), ring.end(), [&](int a, int b) {
@@ -74,7 +111,7 @@ Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<i
     if (da.island != db.island) return da.island < db.island;
     return a < b;  // ids are in node order
   });
-  Seconds best = RingOver(cluster, ring, bytes);
+  Seconds best = RingOver(cluster, ring, bytes, nic);
   // Two-level hierarchy: by island when there are several, else by node.
   std::map<int, std::vector<int>> by_island;
   std::map<int, std::vector<int>> by_node;
@@ -86,23 +123,37 @@ Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<i
   if (groups.size() > 1) {
     size_t k = std::numeric_limits<size_t>::max();
     Seconds inner = 0;
-    const spec::LinkClass* inter = nullptr;
     std::vector<int> leaders;
     for (const auto& [key, members] : groups) {
       k = std::min(k, members.size());
       // Reduce-scatter then all-gather inside the group: the same steps as its ring all-reduce.
-      inner = std::max(inner, RingOver(cluster, members, bytes));
+      inner = std::max(inner, RingOver(cluster, members, bytes, nic));
       leaders.push_back(members.front());
     }
     // The slowest link between group leaders carries the cross-group all-reduce of S/k.
-    for (size_t i = 0; i < leaders.size(); ++i) {
+    spec::LinkClass outer_link = cluster.LinkBetween(leaders[0], leaders[1]);
+    for (size_t i = 1; i < leaders.size(); ++i) {
       const spec::LinkClass& link = cluster.LinkBetween(leaders[i], leaders[(i + 1) % leaders.size()]);
-      if (inter == nullptr || link.EffectiveBandwidth() < inter->EffectiveBandwidth()) inter = &link;
+      if (link.EffectiveBandwidth() < outer_link.EffectiveBandwidth()) outer_link = link;
+    }
+    if (nic != nullptr) {
+      // The k outer all-reduces run at once, one per member index j < k of every group: member j
+      // of each group sends through its node's NICs, shared with the sharers'.
+      std::map<int, int> flows;
+      for (const auto& [key, members] : groups) {
+        for (size_t j = 0; j < k; ++j) ++flows[cluster.device(members[j]).node];
+      }
+      BytesPerSecond bw = outer_link.EffectiveBandwidth();
+      for (const auto& [node, f] : flows) {
+        bw = std::min(bw, NodeNicBandwidth(cluster, node) / (nic->SharersAt(node) * f));
+      }
+      outer_link.bandwidth = bw;
+      outer_link.efficiency = 1.0;
     }
     const int n_groups = static_cast<int>(groups.size());
     const Bytes shard = bytes / static_cast<double>(k);
-    const Seconds outer = std::min(RingAllReduceTime(shard, n_groups, *inter),
-                                   TreeAllReduceTime(shard, n_groups, *inter));
+    const Seconds outer = std::min(RingAllReduceTime(shard, n_groups, outer_link),
+                                   TreeAllReduceTime(shard, n_groups, outer_link));
     best = std::min(best, inner + outer);
   }
   return best;

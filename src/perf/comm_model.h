@@ -27,16 +27,28 @@ Seconds HeterogeneousRingAllReduceTime(Bytes bytes, const std::vector<const spec
 Seconds HierarchicalAllReduceTime(Bytes bytes, int k, int groups, const spec::LinkClass& intra,
                                   const spec::LinkClass& inter);
 
+// How a collective shares nodes' network cards (PerfSettings::nic_contention): sharers[n] is the
+// number of collectives that cross node n's NICs at the same time as this one, itself included
+// (the TP colours of one layer's data-parallel groups start together). A node without an entry,
+// or with 0, counts 1. The collective's own flows through a node share them too: a ring's hops
+// leaving (entering) the node, a hierarchy's concurrent cross-group all-reduces.
+struct NicSharing {
+  std::vector<int> sharers;  // by node index of the cluster
+  double SharersAt(int node) const;
+};
+
 // All-reduce of `bytes` over concrete devices of `cluster`: the best of a heterogeneous ring (in
 // island, node, id order, so that slow links are crossed as few times as possible) and a two-level
-// hierarchy over islands (or over nodes in one island). 0 for fewer than two devices.
+// hierarchy over islands (or over nodes in one island). 0 for fewer than two devices. With `nic`,
+// every flow leaving or entering node n gets at most NodeNicBandwidth(n) / (sharers at n * the
+// collective's own flows through n); without, links are unshared.
 Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<int>& devices,
-                           Bytes bytes);
+                           Bytes bytes, const NicSharing* nic = nullptr);
 
-// Bandwidth of a node's network cards, per direction: the fastest NIC class's effective bandwidth
-// times the NIC count; without NICs listed, the faster of its island link and the inter-island
-// link; 1e30 (unshared) when neither exists. Shared by the predictor's contention estimate and
-// the simulator's network model.
+// Bandwidth of a node's network cards, per direction: the sum of its NICs' effective bandwidths;
+// without NICs listed, the faster of its island link and the inter-island link; 1e30 (unshared)
+// when neither exists. Shared by the predictor's contention estimate and the simulator's network
+// model.
 BytesPerSecond NodeNicBandwidth(const spec::ClusterSpec& cluster, int node);
 
 }  // namespace motley::perf

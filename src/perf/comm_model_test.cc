@@ -55,5 +55,62 @@ TEST(CommModelTest, GroupAllReduceInsideIslandIsCheaperThanAcross) {
   EXPECT_DOUBLE_EQ(GroupAllReduceTime(*cluster, {5}, 1e9), 0.0);
 }
 
+// Two nodes of two devices joined by `net` (10 us, 10 GB/s); each node's network cards are one
+// `net` card, or `cards` of them.
+spec::ClusterSpec TwoNodes(int cards) {
+  std::string nics = "[net";
+  for (int i = 1; i < cards; ++i) nics += ", net";
+  nics += "]";
+  const std::string yaml = R"(
+device_types:
+  - {name: g, vendor: cuda, peak_flops: 100 TFLOPS, memory: 80 GiB, memory_bandwidth: 2 TB/s}
+link_classes:
+  - {name: fast, latency: 0 us, bandwidth: 100 GB/s, efficiency: 1.0}
+  - {name: net, latency: 10 us, bandwidth: 10 GB/s, efficiency: 1.0}
+nodes:
+  - {name: a, device_type: g, device_count: 2, intra_link: fast, nics: )" + nics + R"(}
+  - {name: b, device_type: g, device_count: 2, intra_link: fast, nics: )" + nics + R"(}
+islands:
+  - {name: rack, nodes: [a, b], link: net}
+)";
+  Result<spec::ClusterSpec> c = spec::ParseClusterSpec(yaml, "two-nodes");
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return *c;
+}
+
+// Two all-reduces (say the TP colours of one layer) cross the same single-card NICs at once:
+// each gets half the card. Hand-computed for S = 1 GB over devices {0, 2} (one per node): the
+// 2-member ring takes 2 steps of S/2, alone 2 (10 us + 0.05 s), shared 2 (10 us + 0.1 s); the
+// hierarchy (one member per node) is the same ring. With two cards per node, sharing two ways
+// costs nothing.
+TEST(CommModelTest, ConcurrentAllReducesShareANodesNic) {
+  const Bytes s = 1e9;
+  const spec::ClusterSpec one = TwoNodes(1);
+  const NicSharing alone{};
+  const NicSharing two_ways{{2, 2}};
+  EXPECT_NEAR(GroupAllReduceTime(one, {0, 2}, s, &alone), 2 * (1e-5 + 0.05), 1e-12);
+  EXPECT_NEAR(GroupAllReduceTime(one, {0, 2}, s, &two_ways), 2 * (1e-5 + 0.1), 1e-12);
+  EXPECT_NEAR(GroupAllReduceTime(one, {0, 2}, s, nullptr), 2 * (1e-5 + 0.05), 1e-12);
+  const spec::ClusterSpec two = TwoNodes(2);
+  EXPECT_NEAR(GroupAllReduceTime(two, {0, 2}, s, &two_ways), 2 * (1e-5 + 0.05), 1e-12);
+}
+
+// A collective's own concurrent flows share the card too. Over all four devices the hierarchy
+// reduce-scatters inside each node (2 steps of S/2 at 100 GB/s: 0.01 s), then runs two
+// cross-node all-reduces of S/2 at once, one per local rank: with one card each gets 5 GB/s
+// (2-member ring: 2 x 10 us + 0.1 s), with two cards 10 GB/s (2 x 10 us + 0.05 s). The flat ring
+// 0-1-2-3 crosses each node's card once per direction: 6 steps of S/4 over a 10 GB/s hop
+// (6 (10 us + 0.025 s) = 0.15006 s), slower than either hierarchy.
+TEST(CommModelTest, AHierarchysConcurrentCrossNodeFlowsShareTheCard) {
+  const Bytes s = 1e9;
+  const NicSharing alone{};
+  EXPECT_NEAR(GroupAllReduceTime(TwoNodes(1), {0, 1, 2, 3}, s, &alone), 0.01 + 2e-5 + 0.1, 1e-12);
+  EXPECT_NEAR(GroupAllReduceTime(TwoNodes(2), {0, 1, 2, 3}, s, &alone), 0.01 + 2e-5 + 0.05,
+              1e-12);
+  // Unshared links (nic_contention off): as with two cards.
+  EXPECT_NEAR(GroupAllReduceTime(TwoNodes(1), {0, 1, 2, 3}, s, nullptr), 0.01 + 2e-5 + 0.05,
+              1e-12);
+}
+
 }  // namespace
 }  // namespace motley::perf

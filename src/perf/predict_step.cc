@@ -13,6 +13,7 @@
 // second is the steady-state step.
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 
 #include "perf/comm_model.h"
@@ -42,10 +43,14 @@ struct Rank {
 
 // One data-parallel all-reduce of one layer over a group of ranks.
 struct DpGroup {
+  int64_t layer = 0;       // gradient layer (spec/plan_topology.h)
   std::vector<int> ranks;  // world ranks, ascending (the communicator's order)
   std::vector<Hop> hops;   // ring hops in that order
   int64_t numel = 0;       // elements per rank
   std::vector<double> staging_s;  // per member: pack + unpack
+  // By node: the layer's groups crossing that node's NICs at once, this one included
+  // (comm_model.h NicSharing).
+  std::vector<int> nic_sharers;
 };
 
 // Parameters of gradient layer `id` on a TP rank of degree tp (spec::LayerParamsPerTpRank).
@@ -158,11 +163,13 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
                  ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device}] = free[q];
     }
   };
-  std::map<std::pair<std::vector<int>, double>, Seconds> best_cache;  // GroupAllReduceTime
-  // A collective over `members` entered at `entries`: per-member exits.
+  // GroupAllReduceTime by (devices, bytes, NIC sharers).
+  std::map<std::tuple<std::vector<int>, double, std::vector<int>>, Seconds> best_cache;
+  // A collective over `members` entered at `entries`: per-member exits. `nic_sharers`: the
+  // collectives crossing each node's NICs at the same time (DpGroup::nic_sharers; empty: alone).
   auto collective = [&](const std::vector<int>& members, const std::vector<Hop>& hops,
                         const std::vector<Seconds>& entries, int steps, const RingChunkBytes& chunk,
-                        Bytes total_bytes, bool all_reduce) {
+                        Bytes total_bytes, bool all_reduce, const std::vector<int>& nic_sharers) {
     if ((settings_.ring_collectives || !all_reduce) && !exact) {
       return RingCollectiveExits(entries, hops, steps, chunk, /*exact_max_ranks=*/1);
     }
@@ -175,11 +182,11 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     }
     std::vector<int> devices;
     for (int m : members) devices.push_back(ranks[static_cast<size_t>(m)].device);
-    auto it = best_cache.find({devices, total_bytes});
+    auto key = std::make_tuple(devices, total_bytes, nic_sharers);
+    auto it = best_cache.find(key);
     if (it == best_cache.end()) {
       it = best_cache
-               .emplace(std::make_pair(devices, total_bytes),
-                        AllReduceOver(devices, total_bytes, link_rates))
+               .emplace(key, AllReduceOver(devices, total_bytes, link_rates, nic_sharers))
                .first;
     }
     const Seconds exit = *std::max_element(entries.begin(), entries.end()) + it->second;
@@ -194,6 +201,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     if (lg.devices.size() < 2) continue;
     DpGroup g;
     for (int device : lg.devices) g.ranks.push_back(rank_of_device[device]);
+    g.layer = lg.layer;
     g.hops = ring_hops(g.ranks);
     g.numel = static_cast<int64_t>(LayerParams(model_, lg.layer, lg.tp_degree, false));
     for (int r : g.ranks) {
@@ -204,6 +212,25 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
           rk.rate * compute_.GradStaging(rk.type, LayerParams(model_, lg.layer, st.tp_degree, false)));
     }
     groups.push_back(std::move(g));
+  }
+  // A layer's groups (its TP colours) start together: those that span nodes share the NICs of
+  // every node they touch.
+  for (size_t first = 0; first < groups.size();) {
+    size_t end = first;
+    while (end < groups.size() && groups[end].layer == groups[first].layer) ++end;
+    std::vector<int> crossing(cluster_.nodes.size(), 0);
+    for (size_t i = first; i < end; ++i) {
+      std::vector<int> nodes;
+      for (int r : groups[i].ranks) {
+        nodes.push_back(cluster_.device(ranks[static_cast<size_t>(r)].device).node);
+      }
+      std::sort(nodes.begin(), nodes.end());
+      nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+      if (nodes.size() < 2) continue;
+      for (int node : nodes) ++crossing[static_cast<size_t>(node)];
+    }
+    for (size_t i = first; i < end; ++i) groups[i].nic_sharers = crossing;
+    first = end;
   }
 
   // Stage costs and links.
@@ -268,7 +295,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
       const std::vector<Seconds> exits =
           collective(g.ranks, g.hops, entries, 2 * (size - 1),
                      AllReduceChunks(g.numel, grad_bytes, size),
-                     static_cast<double>(g.numel) * grad_bytes, true);
+                     static_cast<double>(g.numel) * grad_bytes, true, g.nic_sharers);
       for (size_t q = 0; q < g.ranks.size(); ++q) {
         t[static_cast<size_t>(g.ranks[q])] = exits[q] + 0.5 * g.staging_s[q];
       }
@@ -279,7 +306,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     }
     t = collective(world, world_hops, t, 2 * (static_cast<int>(n) - 1),
                    AllReduceChunks(static_cast<int64_t>(kLossNormDoubles), 8.0, static_cast<int>(n)),
-                   8.0 * kLossNormDoubles, true);
+                   8.0 * kLossNormDoubles, true, {});
     for (size_t r = 0; r < n; ++r) {
       const Rank& rk = ranks[r];
       const int64_t group =
@@ -309,7 +336,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     const Bytes metrics_chunk = 8.0 * kMetricsDoubles;
     std::vector<Seconds> start =
         collective(world, world_hops, end, static_cast<int>(n) - 1,
-                   [metrics_chunk](int, int) { return metrics_chunk; }, 0.0, false);
+                   [metrics_chunk](int, int) { return metrics_chunk; }, 0.0, false, {});
     std::vector<Seconds> free = load_free(world);
     start = ChainBroadcastExits(start, world_hops, kPlanAgreementBytes, &free);
     store_free(world, free);

@@ -252,11 +252,13 @@ Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan,
     if (seg.holders.empty()) continue;
     std::vector<int> reps;
     int min_tp = std::numeric_limits<int>::max();
+    int max_tp = 0;
     for (const auto& [k, i] : seg.holders) {
       const spec::StagePlan& st =
           plan.pipelines[static_cast<size_t>(k)].stages[static_cast<size_t>(i)];
       reps.push_back(st.devices.front());
       min_tp = std::min(min_tp, st.tp_degree);
+      max_tp = std::max(max_tp, st.tp_degree);
     }
     // One layer's gradients on a TP rank of the smallest degree (spec::LayerParamsPerTpRank: the
     // embedding and head are whole on every TP rank, a block's weights split).
@@ -269,9 +271,16 @@ Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan,
     if (reps.size() > 1) {
       std::vector<int> key = reps;
       std::sort(key.begin(), key.end());
+      // Uniform holders: their TP colours all-reduce at once, through the same nodes (mixed
+      // degrees: one group, spec/plan_topology.h).
+      const int colours = min_tp == max_tp ? min_tp : 1;
+      std::vector<int> sharers(cluster_.nodes.size(), 0);
+      for (int d : reps) sharers[static_cast<size_t>(cluster_.device(d).node)] = colours;
+      key.push_back(-colours);
       auto it = cache.find({key, bytes});
       if (it == cache.end()) {
-        it = cache.emplace(std::make_pair(key, bytes), AllReduceOver(reps, bytes, links)).first;
+        it = cache.emplace(std::make_pair(key, bytes), AllReduceOver(reps, bytes, links, sharers))
+                 .first;
       }
       seg.sync_s = layers * it->second;
     }
@@ -288,7 +297,8 @@ Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan,
 }
 
 Seconds Predictor::AllReduceOver(const std::vector<int>& devices, Bytes bytes,
-                                 const LinkRates& links) const {
+                                 const LinkRates& links,
+                                 const std::vector<int>& nic_sharers) const {
   if (!settings_.ring_collectives) {
     // The best algorithm over link classes, bounded by the slowest slowed pair of the group
     // (a slowed link may sit on any of its paths).
@@ -298,7 +308,9 @@ Seconds Predictor::AllReduceOver(const std::vector<int>& devices, Bytes bytes,
         worst = std::max(worst, links.At(devices[i], devices[j]));
       }
     }
-    return worst * GroupAllReduceTime(cluster_, devices, bytes);
+    const NicSharing nic{nic_sharers};
+    return worst * GroupAllReduceTime(cluster_, devices, bytes,
+                                      settings_.nic_contention ? &nic : nullptr);
   }
   if (devices.size() < 2) return 0;
   std::vector<int> ring = devices;

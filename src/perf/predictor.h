@@ -177,8 +177,10 @@ class Predictor {
   // Memory per stage (and the worst violation), tokens/s and MFU of a predicted step.
   void FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp, Prediction* pred) const;
   // All-reduce of `bytes` over concrete devices: a ring in id order with ring_collectives (the
-  // runtime's), else GroupAllReduceTime's best algorithm.
-  Seconds AllReduceOver(const std::vector<int>& devices, Bytes bytes, const LinkRates& links) const;
+  // runtime's, on unshared links), else GroupAllReduceTime's best algorithm, whose NICs carry
+  // `nic_sharers` (by node; comm_model.h NicSharing) with nic_contention.
+  Seconds AllReduceOver(const std::vector<int>& devices, Bytes bytes, const LinkRates& links,
+                        const std::vector<int>& nic_sharers = {}) const;
 
   const spec::ClusterSpec& cluster_;
   const spec::ModelSpec& model_;

@@ -147,5 +147,53 @@ TEST(PredictorTest, DataParallelAcrossSlowLinkCostsMore) {
   EXPECT_GT(bad.exposed_dp_s, good.exposed_dp_s);
 }
 
+// Two replicas with TP 2, one per node of two devices: each block's two DP groups (the TP colours)
+// cross the nodes at once. With one network card per node they share it and the step's
+// data-parallel sync takes longer; with two cards each group has a card's bandwidth, exactly as
+// if links were unshared (nic_contention off).
+TEST(PredictorTest, DataParallelGroupsOfOneLayerShareTheNodesCards) {
+  auto model = spec::ModelPreset("gpt2-124m");
+  ASSERT_TRUE(model.ok());
+  model->num_blocks = 2;
+  spec::TrainSpec train;
+  train.global_batch = 2;
+  train.seq_len = 128;
+  auto predict = [&](int cards, bool contention) {
+    std::string nics = "[net";
+    for (int i = 1; i < cards; ++i) nics += ", net";
+    nics += "]";
+    Result<spec::ClusterSpec> c = spec::ParseClusterSpec(R"(
+device_types:
+  - {name: g, vendor: cuda, peak_flops: 100 TFLOPS, memory: 80 GiB, memory_bandwidth: 2 TB/s}
+link_classes:
+  - {name: fast, latency: 1 us, bandwidth: 100 GB/s, efficiency: 1.0}
+  - {name: net, latency: 10 us, bandwidth: 1 GB/s, efficiency: 1.0}
+nodes:
+  - {name: a, device_type: g, device_count: 2, intra_link: fast, nics: )" + nics + R"(}
+  - {name: b, device_type: g, device_count: 2, intra_link: fast, nics: )" + nics + R"(}
+islands:
+  - {name: rack, nodes: [a, b], link: net}
+)",
+                                                         "two-nodes");
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    PerfSettings settings = DefaultSettings(*c);
+    settings.nic_contention = contention;
+    const RooflineComputeModel rm(*c, *model, settings);
+    const Predictor predictor(*c, *model, train, rm, settings);
+    spec::UniformPlanOptions opt;
+    opt.dp = 2;
+    opt.tp = 2;
+    auto plan = spec::UniformPlan(*c, *model, train, opt);
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    return predictor.Predict(*plan);
+  };
+  const Prediction one_card = predict(1, true);
+  const Prediction two_cards = predict(2, true);
+  const Prediction unshared = predict(1, false);
+  EXPECT_GT(one_card.exposed_dp_s, 1.5 * two_cards.exposed_dp_s);
+  EXPECT_NEAR(two_cards.iteration_s, unshared.iteration_s, 1e-12 * unshared.iteration_s);
+  EXPECT_GT(one_card.iteration_s, two_cards.iteration_s);
+}
+
 }  // namespace
 }  // namespace motley::perf
