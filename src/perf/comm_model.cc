@@ -54,14 +54,16 @@ namespace {
 // The link of hop a -> b, its bandwidth capped by the NICs it leaves and enters when `nic` is set:
 // at most NodeNicBandwidth(n) / (sharers(n) * flows through n of this collective), per direction.
 spec::LinkClass CappedHop(const spec::ClusterSpec& cluster, int a, int b, const NicSharing* nic,
-                          const std::map<int, int>& flows_out, const std::map<int, int>& flows_in) {
+                          const std::vector<int>& flows_out, const std::vector<int>& flows_in) {
   spec::LinkClass link = cluster.LinkBetween(a, b);
   const int na = cluster.device(a).node;
   const int nb = cluster.device(b).node;
   if (nic == nullptr || na == nb) return link;
   BytesPerSecond bw = link.EffectiveBandwidth();
-  bw = std::min(bw, NodeNicBandwidth(cluster, na) / (nic->SharersAt(na) * flows_out.at(na)));
-  bw = std::min(bw, NodeNicBandwidth(cluster, nb) / (nic->SharersAt(nb) * flows_in.at(nb)));
+  bw = std::min(bw, NodeNicBandwidth(cluster, na) /
+                        (nic->SharersAt(na) * flows_out[static_cast<size_t>(na)]));
+  bw = std::min(bw, NodeNicBandwidth(cluster, nb) /
+                        (nic->SharersAt(nb) * flows_in[static_cast<size_t>(nb)]));
   link.bandwidth = bw;
   link.efficiency = 1.0;
   return link;
@@ -72,14 +74,18 @@ spec::LinkClass CappedHop(const spec::ClusterSpec& cluster, int a, int b, const 
 Seconds RingOver(const spec::ClusterSpec& cluster, const std::vector<int>& ring, Bytes bytes,
                  const NicSharing* nic) {
   if (ring.size() < 2) return 0;
-  std::map<int, int> flows_out;
-  std::map<int, int> flows_in;
-  for (size_t i = 0; i < ring.size(); ++i) {
-    const int na = cluster.device(ring[i]).node;
-    const int nb = cluster.device(ring[(i + 1) % ring.size()]).node;
-    if (na != nb) {
-      ++flows_out[na];
-      ++flows_in[nb];
+  std::vector<int> flows_out;  // by node, with `nic` only
+  std::vector<int> flows_in;
+  if (nic != nullptr) {
+    flows_out.assign(cluster.nodes.size(), 0);
+    flows_in.assign(cluster.nodes.size(), 0);
+    for (size_t i = 0; i < ring.size(); ++i) {
+      const int na = cluster.device(ring[i]).node;
+      const int nb = cluster.device(ring[(i + 1) % ring.size()]).node;
+      if (na != nb) {
+        ++flows_out[static_cast<size_t>(na)];
+        ++flows_in[static_cast<size_t>(nb)];
+      }
     }
   }
   std::vector<spec::LinkClass> links;

@@ -49,8 +49,8 @@ struct DpGroup {
   int64_t numel = 0;       // elements per rank
   std::vector<double> staging_s;  // per member: pack + unpack
   // By node: the layer's groups crossing that node's NICs at once, this one included
-  // (comm_model.h NicSharing).
-  std::vector<int> nic_sharers;
+  // (comm_model.h NicSharing), interned: index into the step's distinct sharer lists.
+  int nic_sharers = 0;
 };
 
 // Parameters of gradient layer `id` on a TP rank of degree tp (spec::LayerParamsPerTpRank).
@@ -164,12 +164,16 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     }
   };
   // GroupAllReduceTime by (devices, bytes, NIC sharers).
-  std::map<std::tuple<std::vector<int>, double, std::vector<int>>, Seconds> best_cache;
+  std::map<std::tuple<std::vector<int>, double, int>, Seconds> best_cache;
+  // Distinct per-node sharer lists of the step's collectives; 0 is the empty list (alone).
+  std::vector<std::vector<int>> sharer_lists(1);
+  std::map<std::vector<int>, int> sharer_index;
+  sharer_index[{}] = 0;
   // A collective over `members` entered at `entries`: per-member exits. `nic_sharers`: the
-  // collectives crossing each node's NICs at the same time (DpGroup::nic_sharers; empty: alone).
+  // collectives crossing each node's NICs at the same time (an index into sharer_lists).
   auto collective = [&](const std::vector<int>& members, const std::vector<Hop>& hops,
                         const std::vector<Seconds>& entries, int steps, const RingChunkBytes& chunk,
-                        Bytes total_bytes, bool all_reduce, const std::vector<int>& nic_sharers) {
+                        Bytes total_bytes, bool all_reduce, int nic_sharers) {
     if ((settings_.ring_collectives || !all_reduce) && !exact) {
       return RingCollectiveExits(entries, hops, steps, chunk, /*exact_max_ranks=*/1);
     }
@@ -186,7 +190,8 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     auto it = best_cache.find(key);
     if (it == best_cache.end()) {
       it = best_cache
-               .emplace(key, AllReduceOver(devices, total_bytes, link_rates, nic_sharers))
+               .emplace(key, AllReduceOver(devices, total_bytes, link_rates,
+                                           sharer_lists[static_cast<size_t>(nic_sharers)]))
                .first;
     }
     const Seconds exit = *std::max_element(entries.begin(), entries.end()) + it->second;
@@ -229,7 +234,9 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
       if (nodes.size() < 2) continue;
       for (int node : nodes) ++crossing[static_cast<size_t>(node)];
     }
-    for (size_t i = first; i < end; ++i) groups[i].nic_sharers = crossing;
+    auto [it, fresh] = sharer_index.emplace(crossing, static_cast<int>(sharer_lists.size()));
+    if (fresh) sharer_lists.push_back(crossing);
+    for (size_t i = first; i < end; ++i) groups[i].nic_sharers = it->second;
     first = end;
   }
 
@@ -306,7 +313,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     }
     t = collective(world, world_hops, t, 2 * (static_cast<int>(n) - 1),
                    AllReduceChunks(static_cast<int64_t>(kLossNormDoubles), 8.0, static_cast<int>(n)),
-                   8.0 * kLossNormDoubles, true, {});
+                   8.0 * kLossNormDoubles, true, 0);
     for (size_t r = 0; r < n; ++r) {
       const Rank& rk = ranks[r];
       const int64_t group =
@@ -336,7 +343,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     const Bytes metrics_chunk = 8.0 * kMetricsDoubles;
     std::vector<Seconds> start =
         collective(world, world_hops, end, static_cast<int>(n) - 1,
-                   [metrics_chunk](int, int) { return metrics_chunk; }, 0.0, false, {});
+                   [metrics_chunk](int, int) { return metrics_chunk; }, 0.0, false, 0);
     std::vector<Seconds> free = load_free(world);
     start = ChainBroadcastExits(start, world_hops, kPlanAgreementBytes, &free);
     store_free(world, free);
