@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/sanitized_build.h"
 #include "core/status.h"
 #include "core/units.h"
 #include "tensor/tensor.h"
@@ -46,8 +47,11 @@ inline constexpr int kUndefinedColor = -1;
 inline constexpr int kMaxUserTag = (1 << 20) - 1;
 
 struct CommOptions {
-  // Deadline of a blocking call: max(deadline_floor_s, deadline_scale * expected time).
-  Seconds deadline_floor_s = 10.0;
+  // Deadline of a blocking call: max(deadline_floor_s, deadline_scale * expected time). The floor
+  // is 60 s in the ASan/UBSan build (core/sanitized_build.h), which runs every op many times
+  // slower: a healthy rank busy outside the communicator there (a checkpoint write on a loaded
+  // machine) took 9.85 s, past the 10 s a hang needs to be told from work in the main build.
+  Seconds deadline_floor_s = kSanitizedBuild ? 60.0 : 10.0;
   double deadline_scale = 10.0;
   // Rate used for the expected time of a transfer that is not emulated (a conservative host copy
   // or TCP rate, so that a healthy transfer never comes near its deadline).
