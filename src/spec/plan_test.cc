@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "spec/plan_test_util.h"
+
 namespace motley::spec {
 namespace {
 
@@ -35,16 +37,7 @@ TrainSpec Train(int64_t global_batch) {
   return t;
 }
 
-StagePlan Stage(int64_t first, int64_t n, bool emb, bool head, std::vector<int> devices) {
-  StagePlan s;
-  s.first_block = first;
-  s.num_blocks = n;
-  s.has_embedding = emb;
-  s.has_head = head;
-  s.tp_degree = static_cast<int>(devices.size());
-  s.devices = std::move(devices);
-  return s;
-}
+using test_util::Stage;
 
 // Pipeline 0: devices 0 | 1 (2 stages); pipeline 1: devices {2,3} (TP 2) | 4 | 5 (3 stages).
 Plan GoodPlan() {

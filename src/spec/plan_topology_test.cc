@@ -4,21 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include "spec/plan_test_util.h"
+
 namespace motley::spec {
 namespace {
 
 constexpr int64_t kBlocks = 4;
 
-StagePlan Stage(int64_t first, int64_t n, bool emb, bool head, std::vector<int> devices) {
-  StagePlan s;
-  s.first_block = first;
-  s.num_blocks = n;
-  s.has_embedding = emb;
-  s.has_head = head;
-  s.tp_degree = static_cast<int>(devices.size());
-  s.devices = std::move(devices);
-  return s;
-}
+using test_util::Stage;
 
 PipelinePlan Pipeline(std::vector<StagePlan> stages) {
   PipelinePlan p;

@@ -16,10 +16,14 @@
 #include "model/parameters.h"
 #include "parallel/grad_sync.h"
 #include "parallel/world_layout.h"
+#include "parallel_test_util.h"
 #include "spec/plan_topology.h"
 
 namespace motley::parallel {
 namespace {
+
+using testing::Pipeline;
+using testing::Stage;
 
 // One logged call: a Split (the child's size and this rank's rank in it; -1, -1 when the rank
 // joins no group) or an all-reduce (its bytes) on a group.
@@ -164,24 +168,6 @@ std::vector<std::vector<Call>> Record(const spec::Plan& plan, const spec::ModelS
   return logs;
 }
 
-spec::StagePlan Stage(int64_t first, int64_t n, bool emb, bool head, std::vector<int> devices) {
-  spec::StagePlan s;
-  s.first_block = first;
-  s.num_blocks = n;
-  s.has_embedding = emb;
-  s.has_head = head;
-  s.tp_degree = static_cast<int>(devices.size());
-  s.devices = std::move(devices);
-  return s;
-}
-
-spec::PipelinePlan Pipeline(std::vector<spec::StagePlan> stages) {
-  spec::PipelinePlan p;
-  p.stages = std::move(stages);
-  p.micro_batches = 2;
-  return p;
-}
-
 void ExpectLogsMatchTheTopology(const spec::Plan& plan, const std::vector<int>& world_devices) {
   spec::ModelSpec model = *spec::ModelPreset("tiny");
   model.num_blocks = 4;
@@ -195,23 +181,24 @@ void ExpectLogsMatchTheTopology(const spec::Plan& plan, const std::vector<int>& 
 TEST(GradSyncRecordTest, UniformTpOverUnevenSplits) {
   spec::Plan plan;
   plan.pipelines = {
-      Pipeline({Stage(0, 2, true, false, {0, 1}), Stage(2, 2, false, true, {2, 3})}),
-      Pipeline({Stage(0, 1, true, false, {4, 5}), Stage(1, 3, false, true, {6, 7})})};
+      Pipeline({Stage(0, 2, true, false, {0, 1}), Stage(2, 2, false, true, {2, 3})}, 2, 1),
+      Pipeline({Stage(0, 1, true, false, {4, 5}), Stage(1, 3, false, true, {6, 7})}, 2, 1)};
   ExpectLogsMatchTheTopology(plan, {0, 1, 2, 3, 4, 5, 6, 7});
 }
 
 TEST(GradSyncRecordTest, MixedTpDegreesAndThreeReplicas) {
   spec::Plan plan;
-  plan.pipelines = {Pipeline({Stage(0, 4, true, true, {4, 5})}),
-                    Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {3, 2})}),
-                    Pipeline({Stage(0, 3, true, false, {1}), Stage(3, 1, false, true, {6})})};
+  plan.pipelines = {Pipeline({Stage(0, 4, true, true, {4, 5})}, 2, 1),
+                    Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {3, 2})},
+                             2, 1),
+                    Pipeline({Stage(0, 3, true, false, {1}), Stage(3, 1, false, true, {6})}, 2, 1)};
   ExpectLogsMatchTheTopology(plan, {0, 1, 2, 3, 4, 5, 6});
 }
 
 TEST(GradSyncRecordTest, AnIdleRankSplitsButJoinsNoGroup) {
   spec::Plan plan;
-  plan.pipelines = {Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1})}),
-                    Pipeline({Stage(0, 4, true, true, {3})})};
+  plan.pipelines = {Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1})}, 2, 1),
+                    Pipeline({Stage(0, 4, true, true, {3})}, 2, 1)};
   ExpectLogsMatchTheTopology(plan, {0, 1, 2, 3});  // device 2 is idle
 }
 

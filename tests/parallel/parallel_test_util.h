@@ -20,6 +20,7 @@
 #include "spec/cluster_spec.h"
 #include "spec/model_spec.h"
 #include "spec/plan.h"
+#include "spec/plan_test_util.h"
 #include "spec/run_file.h"
 #include "spec/train_spec.h"
 #include "train/trainer.h"
@@ -107,17 +108,7 @@ inline spec::RunFile TinyEmulatedRun(int64_t steps) {
   return TinyRunOn(EmulatedClusterYaml(), steps);
 }
 
-inline spec::StagePlan Stage(int64_t first, int64_t num, bool embedding, bool head,
-                             std::vector<int> devices) {
-  spec::StagePlan s;
-  s.first_block = first;
-  s.num_blocks = num;
-  s.has_embedding = embedding;
-  s.has_head = head;
-  s.tp_degree = static_cast<int>(devices.size());
-  s.devices = std::move(devices);
-  return s;
-}
+using spec::test_util::Stage;
 
 inline spec::PipelinePlan Pipeline(std::vector<spec::StagePlan> stages, int64_t m, int64_t b) {
   spec::PipelinePlan p;
