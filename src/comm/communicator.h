@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/even_counts.h"
 #include "core/sanitized_build.h"
 #include "core/status.h"
 #include "core/units.h"
@@ -62,9 +63,9 @@ struct CommOptions {
   Seconds silence_timeout_s = 5.0;
 };
 
-// Elements per rank for splitting `total` elements over `n` ranks as evenly as possible (the first
-// total % n ranks get one more), the layout AllReduce uses internally.
-std::vector<int64_t> EvenCounts(int64_t total, int n);
+// Elements per rank for splitting `total` elements over `n` ranks (core/even_counts.h), the
+// layout AllReduce uses internally.
+using ::motley::EvenCounts;
 
 // Handle of a non-blocking ISend/IRecv; complete it with Communicator::Wait. Move-only.
 class RequestImpl {

@@ -25,13 +25,6 @@ const char* OpKindName(uint32_t kind) {
   return "unknown-op";
 }
 
-std::vector<int64_t> EvenCounts(int64_t total, int n) {
-  MOTLEY_CHECK(n > 0 && total >= 0, "EvenCounts needs n > 0 and total >= 0");
-  std::vector<int64_t> counts(static_cast<size_t>(n), total / n);
-  for (int64_t i = 0; i < total % n; ++i) ++counts[static_cast<size_t>(i)];
-  return counts;
-}
-
 Status ReduceInto(void* dst, const void* src, size_t bytes, const ReduceSpec& spec) {
   if (!IsReducible(spec.dtype)) {
     return Err("reduction of dtype {} is not supported (f32, f64, i32 are)",

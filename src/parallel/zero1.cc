@@ -5,6 +5,8 @@
 
 #include <fmt/core.h>
 
+#include "core/even_counts.h"
+
 namespace motley::parallel {
 
 using tensor::DType;
@@ -42,8 +44,7 @@ Result<std::unique_ptr<Zero1Layer>> Zero1Layer::Create(tensor::Backend& backend,
     }
   }
   const int g = group.size();
-  z->counts_.assign(static_cast<size_t>(g), z->numel_ / g);
-  for (int i = 0; i < z->numel_ % g; ++i) ++z->counts_[static_cast<size_t>(i)];
+  z->counts_ = EvenCounts(z->numel_, g);
   for (int i = 0; i < group.rank(); ++i) z->offset_ += z->counts_[static_cast<size_t>(i)];
   z->count_ = z->counts_[static_cast<size_t>(group.rank())];
   int64_t cum = 0;
