@@ -17,6 +17,10 @@ inline constexpr int64_t kLossNormDoubles = 2;
 // cluster) each rank appends kLinkTrafficDoublesPerRank doubles per world rank.
 inline constexpr int64_t kStepMetricsDoubles = 13;
 inline constexpr int64_t kLinkTrafficDoublesPerRank = 3;
+// Doubles each rank contributes to the metrics all-gather of a world of `world_size` ranks.
+inline constexpr int64_t StepMetricsDoublesPerRank(bool link_reports, int64_t world_size) {
+  return kStepMetricsDoubles + (link_reports ? kLinkTrafficDoublesPerRank * world_size : 0);
+}
 // The plan agreement before each step: rank 0 broadcasts the length of its plan-switch decision
 // as one f64 (0: no switch; the plan text follows only on a switch).
 inline constexpr int64_t kPlanAgreementDoubles = 1;

@@ -178,7 +178,7 @@ Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
   MOTLEY_RETURN_IF_ERROR(SetUpEmulation(run, options, ctx));
   ctx.report_links = ctx.emulated && options.straggler_reports;
   if (ctx.report_links) {
-    ctx.gather_stride = kStepFields + sched::kLinkTrafficDoublesPerRank * p.layout->size();
+    ctx.gather_stride = sched::StepMetricsDoublesPerRank(true, p.layout->size());
   }
   if (!options.resume.empty() && !options.init_from.empty()) {
     return Err(StatusCode::kInvalidArgument,

@@ -1,0 +1,309 @@
+// See step_program.h.
+#include "sched/step_program.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/core.h>
+
+#include "core/even_counts.h"
+#include "sched/step_messages.h"
+#include "spec/plan_topology.h"
+
+namespace motley::sched {
+
+std::string_view StepOpKindName(StepOpKind kind) {
+  switch (kind) {
+    case StepOpKind::kZeroGrads: return "zero-grads";
+    case StepOpKind::kPipeline: return "pipeline";
+    case StepOpKind::kLayerAllReduce: return "all-reduce";
+    case StepOpKind::kLayerReduceScatter: return "reduce-scatter";
+    case StepOpKind::kGradNorm: return "grad-norm";
+    case StepOpKind::kLossNormAllReduce: return "loss-norm";
+    case StepOpKind::kOptimizer: return "optimizer";
+    case StepOpKind::kLayerAllGather: return "all-gather";
+    case StepOpKind::kMetricsAllGather: return "metrics";
+    case StepOpKind::kPlanAgreement: return "plan-agreement";
+  }
+  return "?";
+}
+
+bool IsCollective(StepOpKind kind) {
+  switch (kind) {
+    case StepOpKind::kZeroGrads:
+    case StepOpKind::kPipeline:
+    case StepOpKind::kGradNorm:
+    case StepOpKind::kOptimizer: return false;
+    default: return true;
+  }
+}
+
+bool IsBetweenSteps(StepOpKind kind) {
+  return kind == StepOpKind::kMetricsAllGather || kind == StepOpKind::kPlanAgreement;
+}
+
+int64_t Collective::InputBytes(size_t q) const {
+  const int64_t n = kind == StepOpKind::kLayerAllGather || kind == StepOpKind::kMetricsAllGather
+                        ? chunks.at(q)
+                        : elements;
+  return n * element_bytes;
+}
+
+namespace {
+
+// What one rank holds of one layer, and the collective it joins for it.
+struct Holding {
+  int64_t layer = 0;
+  int64_t elements = 0;         // its parameters of the layer
+  int64_t sharded = 0;          // of which split over TP ranks
+  int collective = -1;          // the layer's all-reduce or reduce-scatter; -1 alone
+  int all_gather = -1;          // ZeRO-1: the layer's all-gather
+  int64_t chunk = 0;            // ZeRO-1: its chunk of the layer (elements)
+};
+
+}  // namespace
+
+Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSpec& model,
+                                     const StepProgramOptions& options) {
+  StepProgram program;
+  program.schedule = plan.schedule;
+  program.zero1 = plan.optimizer_sharding == spec::OptimizerSharding::kZero1;
+  const int64_t L = model.num_blocks;
+  const std::vector<int> world =
+      options.world_devices.empty() ? spec::PlanDevices(plan) : options.world_devices;
+  const int n = static_cast<int>(world.size());
+  std::map<int, int> rank_of_device;
+  for (int r = 0; r < n; ++r) rank_of_device[world[static_cast<size_t>(r)]] = r;
+
+  program.ranks.resize(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    program.ranks[static_cast<size_t>(r)].rank = r;
+    program.ranks[static_cast<size_t>(r)].device = world[static_cast<size_t>(r)];
+  }
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
+    const spec::PipelinePlan& pipe = plan.pipelines[k];
+    MOTLEY_ASSIGN_OR_RETURN(Schedule schedule,
+                            BuildSchedule(plan.schedule, pipe.num_stages(), pipe.micro_batches));
+    for (size_t i = 0; i < pipe.stages.size(); ++i) {
+      const spec::StagePlan& stage = pipe.stages[i];
+      for (size_t j = 0; j < stage.devices.size(); ++j) {
+        auto it = rank_of_device.find(stage.devices[j]);
+        if (it == rank_of_device.end()) {
+          return Err("step program: pipelines[{}].stages[{}] uses device {}, which is not in "
+                     "the world",
+                     k, i, stage.devices[j]);
+        }
+        RankStep& rs = program.ranks[static_cast<size_t>(it->second)];
+        rs.pipeline = static_cast<int>(k);
+        rs.stage = static_cast<int>(i);
+        rs.tp_rank = static_cast<int>(j);
+        rs.tp_degree = stage.tp_degree;
+        if (options.with_actions) rs.actions = schedule.stages[i];
+      }
+    }
+  }
+
+  // Every rank's holdings, layer by layer, and the layer collectives in layer order, within a
+  // layer in TP-rank order (spec::DataParallelGroups).
+  std::vector<std::vector<Holding>> held(static_cast<size_t>(n));
+  std::vector<int> all_gathers;  // ZeRO-1 reduce-scatters whose all-gather follows the update
+  for (const spec::LayerGroup& group : spec::DataParallelGroups(plan, L)) {
+    std::vector<int> members;
+    for (int device : group.devices) members.push_back(rank_of_device.at(device));
+    int collective = -1;
+    std::vector<int64_t> chunks;
+    if (members.size() > 1) {
+      Collective c;
+      c.layer = group.layer;
+      c.mixed = group.mixed;
+      c.tp_rank = group.tp_rank;
+      c.members = members;
+      c.elements = spec::LayerParamsPerTpRank(model, group.layer, group.tp_degree).total();
+      const bool sharded = program.zero1 && !group.mixed;
+      c.kind = sharded ? StepOpKind::kLayerReduceScatter : StepOpKind::kLayerAllReduce;
+      if (sharded) {
+        c.chunks = EvenCounts(c.elements, static_cast<int>(members.size()));
+        chunks = c.chunks;
+        all_gathers.push_back(static_cast<int>(program.collectives.size()));
+      }
+      collective = static_cast<int>(program.collectives.size());
+      program.collectives.push_back(std::move(c));
+    }
+    for (size_t q = 0; q < members.size(); ++q) {
+      const RankStep& rs = program.ranks[static_cast<size_t>(members[q])];
+      Holding h;
+      h.layer = group.layer;
+      const spec::LayerParams mine = spec::LayerParamsPerTpRank(model, group.layer, rs.tp_degree);
+      h.elements = mine.total();
+      h.sharded = mine.sharded;
+      h.collective = collective;
+      if (!chunks.empty()) h.chunk = chunks[q];
+      held[static_cast<size_t>(members[q])].push_back(h);
+    }
+  }
+  // The world collectives, then each ZeRO-1 layer's all-gather (after the update).
+  std::vector<int> all(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) all[static_cast<size_t>(r)] = r;
+  auto world_collective = [&](StepOpKind kind, int64_t elements, std::vector<int64_t> chunks) {
+    Collective c;
+    c.kind = kind;
+    c.element_bytes = 8;
+    c.members = all;
+    c.elements = elements;
+    c.chunks = std::move(chunks);
+    program.collectives.push_back(std::move(c));
+    return static_cast<int>(program.collectives.size()) - 1;
+  };
+  const int loss_norm = world_collective(StepOpKind::kLossNormAllReduce, kLossNormDoubles, {});
+  std::map<int, int> all_gather_of;  // reduce-scatter -> its all-gather
+  for (int rs : all_gathers) {
+    Collective c = program.collectives[static_cast<size_t>(rs)];
+    c.kind = StepOpKind::kLayerAllGather;
+    all_gather_of[rs] = static_cast<int>(program.collectives.size());
+    program.collectives.push_back(std::move(c));
+  }
+  const int64_t stride = StepMetricsDoublesPerRank(options.link_reports, n);
+  const int metrics = world_collective(StepOpKind::kMetricsAllGather, stride * n,
+                                       std::vector<int64_t>(static_cast<size_t>(n), stride));
+  const int agreement = world_collective(StepOpKind::kPlanAgreement, kPlanAgreementDoubles, {});
+
+  for (int r = 0; r < n; ++r) {
+    RankStep& rs = program.ranks[static_cast<size_t>(r)];
+    std::vector<Holding>& mine = held[static_cast<size_t>(r)];
+    std::sort(mine.begin(), mine.end(),
+              [](const Holding& a, const Holding& b) { return a.layer < b.layer; });
+    auto push = [&rs](StepOpKind kind, int collective, int64_t layer, int64_t elements) {
+      rs.ops.push_back(StepOp{kind, collective, layer, elements});
+    };
+    if (!rs.idle()) {
+      int64_t params = 0, norm = 0, updated = 0;
+      for (const Holding& h : mine) {
+        params += h.elements;
+        const bool zero1 = h.collective >= 0 &&
+                           program.collectives[static_cast<size_t>(h.collective)].kind ==
+                               StepOpKind::kLayerReduceScatter;
+        if (!zero1) updated += h.elements;
+        if (!zero1 && rs.pipeline == 0) norm += rs.tp_rank == 0 ? h.elements : h.sharded;
+      }
+      push(StepOpKind::kZeroGrads, -1, -1, params);
+      push(StepOpKind::kPipeline, -1, -1, 0);
+      for (const Holding& h : mine) {
+        if (h.collective < 0) continue;
+        push(program.collectives[static_cast<size_t>(h.collective)].kind, h.collective, h.layer,
+             0);
+      }
+      push(StepOpKind::kGradNorm, -1, -1, norm);
+      push(StepOpKind::kLossNormAllReduce, loss_norm, -1, 0);
+      push(StepOpKind::kOptimizer, -1, -1, updated);
+      for (const Holding& h : mine) {  // ZeRO-1: each layer's chunk updated, then gathered
+        auto it = all_gather_of.find(h.collective);
+        if (it == all_gather_of.end()) continue;
+        push(StepOpKind::kOptimizer, -1, h.layer, h.chunk);
+        push(StepOpKind::kLayerAllGather, it->second, h.layer, 0);
+      }
+    } else {
+      push(StepOpKind::kLossNormAllReduce, loss_norm, -1, 0);
+    }
+    push(StepOpKind::kMetricsAllGather, metrics, -1, 0);
+    push(StepOpKind::kPlanAgreement, agreement, -1, 0);
+  }
+  return program;
+}
+
+Status CheckStepProgram(const StepProgram& program) {
+  const size_t nc = program.collectives.size();
+  // Where each collective appears on each rank, in order.
+  std::vector<std::vector<int>> joined(nc);
+  for (const RankStep& rs : program.ranks) {
+    int last = -1;
+    for (size_t i = 0; i < rs.ops.size(); ++i) {
+      const StepOp& op = rs.ops[i];
+      const std::string where = fmt::format("rank {} op {} ({})", rs.rank, i, StepOpKindName(op.kind));
+      if (!IsCollective(op.kind)) {
+        if (op.collective != -1) return Err("step program: {}: a local op names a collective", where);
+        continue;
+      }
+      if (op.collective < 0 || static_cast<size_t>(op.collective) >= nc) {
+        return Err("step program: {}: collective {} out of range [0, {})", where, op.collective, nc);
+      }
+      if (op.collective <= last) {
+        return Err("step program: {}: collective {} after collective {} (entry order must "
+                   "ascend)",
+                   where, op.collective, last);
+      }
+      last = op.collective;
+      if (program.collectives[static_cast<size_t>(op.collective)].kind != op.kind) {
+        return Err("step program: {}: collective {} is a {}", where, op.collective,
+                   StepOpKindName(program.collectives[static_cast<size_t>(op.collective)].kind));
+      }
+      joined[static_cast<size_t>(op.collective)].push_back(rs.rank);
+    }
+  }
+  for (size_t c = 0; c < nc; ++c) {
+    const Collective& col = program.collectives[c];
+    if (!std::is_sorted(col.members.begin(), col.members.end()) ||
+        std::adjacent_find(col.members.begin(), col.members.end()) != col.members.end()) {
+      return Err("step program: collective {} ({}): members not ascending and distinct", c,
+                 StepOpKindName(col.kind));
+    }
+    if (joined[c] != col.members) {
+      return Err("step program: collective {} ({} of layer {}): its members are not exactly the "
+                 "ranks that list it",
+                 c, StepOpKindName(col.kind), col.layer);
+    }
+    if (!col.chunks.empty()) {
+      int64_t sum = 0;
+      for (int64_t x : col.chunks) sum += x;
+      if (sum != col.elements || col.chunks.size() != col.members.size()) {
+        return Err("step program: collective {} ({}): chunks do not split its {} elements over "
+                   "its {} members",
+                   c, StepOpKindName(col.kind), col.elements, col.members.size());
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::string StepProgramToString(const StepProgram& program, int64_t max_actions) {
+  std::string out;
+  for (const RankStep& rs : program.ranks) {
+    if (rs.idle()) {
+      out += fmt::format("rank {} (device {}): idle\n", rs.rank, rs.device);
+    } else {
+      out += fmt::format("rank {} (device {}): pipeline {} stage {}, tp {} of {}\n", rs.rank,
+                         rs.device, rs.pipeline, rs.stage, rs.tp_rank, rs.tp_degree);
+    }
+    for (const StepOp& op : rs.ops) {
+      out += fmt::format("  {}", StepOpKindName(op.kind));
+      if (op.kind == StepOpKind::kPipeline) {
+        const size_t shown = max_actions > 0
+                                 ? std::min(rs.actions.size(), static_cast<size_t>(max_actions))
+                                 : rs.actions.size();
+        for (size_t a = 0; a < shown; ++a) out += " " + ActionToString(rs.actions[a]);
+        if (shown < rs.actions.size()) out += fmt::format(" ... ({} more)", rs.actions.size() - shown);
+      } else if (!IsCollective(op.kind)) {
+        out += fmt::format(" {}", op.elements);
+      } else {
+        const Collective& c = program.collectives[static_cast<size_t>(op.collective)];
+        if (c.layer >= 0) out += fmt::format(" layer {}", c.layer);
+        if (c.members.size() == program.ranks.size() && c.layer < 0) {
+          out += " [world]";
+        } else {
+          out += " [";
+          for (size_t q = 0; q < c.members.size(); ++q) {
+            out += fmt::format("{}{}", q == 0 ? "" : " ", c.members[q]);
+          }
+          out += "]";
+        }
+        const size_t q = static_cast<size_t>(
+            std::find(c.members.begin(), c.members.end(), rs.rank) - c.members.begin());
+        out += fmt::format(" {} B", c.InputBytes(q));
+        if (c.mixed) out += " (mixed TP, full size)";
+      }
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace motley::sched

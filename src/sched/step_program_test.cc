@@ -1,0 +1,198 @@
+// The step program built from a plan, with hand-computed element counts on a 4-block model
+// (hidden 32, 4 heads, 2 kv heads, ffn 64, vocab 256: a block 9,280 parameters of which 64 norm
+// weights, the embedding 8,192, the head 8,224): ordinary data parallelism over two pipelines,
+// ZeRO-1's reduce-scatter and all-gather, an idle rank, mixed TP degrees, link reports, and the
+// consistency check rejecting broken programs.
+#include "sched/step_program.h"
+
+#include <gtest/gtest.h>
+
+#include "spec/plan_test_util.h"
+
+namespace motley::sched {
+namespace {
+
+using spec::test_util::Stage;
+
+spec::ModelSpec Model() {
+  spec::ModelSpec m;
+  m.name = "tiny4";
+  m.num_blocks = 4;
+  m.hidden = 32;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.ffn_hidden = 64;
+  m.vocab_size = 256;
+  m.max_seq_len = 16;
+  return m;
+}
+
+constexpr int64_t kBlock = 9280;
+constexpr int64_t kEmbedding = 8192;
+constexpr int64_t kHead = 8224;
+
+spec::PipelinePlan Pipe(std::vector<spec::StagePlan> stages, int64_t m = 2) {
+  spec::PipelinePlan p;
+  p.stages = std::move(stages);
+  p.micro_batches = m;
+  p.micro_batch_size = 1;
+  return p;
+}
+
+// Two pipelines of two stages: devices {0, 1} and {2, 3}.
+spec::Plan TwoByTwo() {
+  spec::Plan plan;
+  plan.pipelines = {Pipe({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1})}),
+                    Pipe({Stage(0, 2, true, false, {2}), Stage(2, 2, false, true, {3})})};
+  return plan;
+}
+
+StepProgram Build(const spec::Plan& plan, const StepProgramOptions& options = {}) {
+  Result<StepProgram> p = BuildStepProgram(plan, Model(), options);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  if (!p.ok()) return {};
+  const Status check = CheckStepProgram(*p);
+  EXPECT_TRUE(check.ok()) << check.message();
+  return *p;
+}
+
+std::string Kinds(const RankStep& rs) {
+  std::string out;
+  for (const StepOp& op : rs.ops) {
+    out += (out.empty() ? "" : " ") + std::string(StepOpKindName(op.kind));
+    if (op.layer >= 0) out += std::to_string(op.layer);
+  }
+  return out;
+}
+
+TEST(StepProgramTest, DataParallelOverTwoPipelines) {
+  const StepProgram p = Build(TwoByTwo());
+  ASSERT_EQ(p.ranks.size(), 4u);
+  EXPECT_EQ(Kinds(p.ranks[0]),
+            "zero-grads pipeline all-reduce0 all-reduce1 all-reduce2 grad-norm loss-norm "
+            "optimizer metrics plan-agreement");
+  EXPECT_EQ(Kinds(p.ranks[3]),
+            "zero-grads pipeline all-reduce3 all-reduce4 all-reduce5 grad-norm loss-norm "
+            "optimizer metrics plan-agreement");
+  // Local ops: every parameter zeroed and updated; pipeline 0 squares all, pipeline 1 none.
+  EXPECT_EQ(p.ranks[0].ops[0].elements, kEmbedding + 2 * kBlock);
+  EXPECT_EQ(p.ranks[1].ops[0].elements, 2 * kBlock + kHead);
+  EXPECT_EQ(p.ranks[0].ops[5].elements, kEmbedding + 2 * kBlock);  // grad-norm
+  EXPECT_EQ(p.ranks[2].ops[5].elements, 0);
+  EXPECT_EQ(p.ranks[2].ops[7].elements, kEmbedding + 2 * kBlock);  // optimizer
+  // 6 layer all-reduces (f32) then the world's three (f64).
+  ASSERT_EQ(p.collectives.size(), 9u);
+  EXPECT_EQ(p.collectives[0].members, (std::vector<int>{0, 2}));
+  EXPECT_EQ(p.collectives[0].InputBytes(0), 4 * kEmbedding);
+  EXPECT_EQ(p.collectives[5].members, (std::vector<int>{1, 3}));
+  EXPECT_EQ(p.collectives[5].InputBytes(1), 4 * kHead);
+  EXPECT_EQ(p.collectives[6].kind, StepOpKind::kLossNormAllReduce);
+  EXPECT_EQ(p.collectives[6].InputBytes(0), 16);
+  EXPECT_EQ(p.collectives[7].kind, StepOpKind::kMetricsAllGather);
+  EXPECT_EQ(p.collectives[7].InputBytes(3), 8 * 13);
+  EXPECT_EQ(p.collectives[7].elements, 4 * 13);
+  EXPECT_EQ(p.collectives[8].InputBytes(0), 8);
+  // The pipeline op carries the stage's action list without step actions.
+  EXPECT_EQ(ActionToString(p.ranks[1].actions.front()), "RF0");
+  EXPECT_EQ(p.ranks[1].actions.size(), 8u);
+}
+
+TEST(StepProgramTest, ZeroOneReduceScattersThenAllGathersAfterTheUpdate) {
+  spec::Plan plan = TwoByTwo();
+  plan.optimizer_sharding = spec::OptimizerSharding::kZero1;
+  const StepProgram p = Build(plan);
+  EXPECT_EQ(Kinds(p.ranks[2]),
+            "zero-grads pipeline reduce-scatter0 reduce-scatter1 reduce-scatter2 grad-norm "
+            "loss-norm optimizer optimizer0 all-gather0 optimizer1 all-gather1 optimizer2 "
+            "all-gather2 metrics plan-agreement");
+  const Collective& rs = p.collectives[0];
+  EXPECT_EQ(rs.kind, StepOpKind::kLayerReduceScatter);
+  EXPECT_EQ(rs.chunks, (std::vector<int64_t>{kEmbedding / 2, kEmbedding / 2}));
+  EXPECT_EQ(rs.InputBytes(1), 4 * kEmbedding);
+  // The block's 9,280 split evenly; the head's 8,224 too.
+  const Collective& ag = p.collectives[p.ranks[2].ops[11].collective];
+  EXPECT_EQ(ag.kind, StepOpKind::kLayerAllGather);
+  EXPECT_EQ(ag.InputBytes(1), 4 * kBlock / 2);
+  // Every layer is sharded: the whole-tensor optimizer has nothing left, each chunk's update
+  // comes before its all-gather; the norm is summed on the host for ZeRO-1.
+  EXPECT_EQ(p.ranks[2].ops[7].elements, 0);
+  EXPECT_EQ(p.ranks[2].ops[8].elements, kEmbedding / 2);
+  EXPECT_EQ(p.ranks[2].ops[10].elements, kBlock / 2);
+  EXPECT_EQ(p.ranks[0].ops[5].elements, 0);
+}
+
+TEST(StepProgramTest, AnIdleRankJoinsOnlyTheWorldCollectives) {
+  StepProgramOptions options;
+  options.world_devices = {0, 1, 2, 3, 7};
+  const StepProgram p = Build(TwoByTwo(), options);
+  ASSERT_EQ(p.ranks.size(), 5u);
+  EXPECT_TRUE(p.ranks[4].idle());
+  EXPECT_EQ(p.ranks[4].device, 7);
+  EXPECT_EQ(Kinds(p.ranks[4]), "loss-norm metrics plan-agreement");
+  EXPECT_EQ(p.collectives.back().members.size(), 5u);
+}
+
+TEST(StepProgramTest, MixedTpDegreesSumFullSizeBuffers) {
+  spec::Plan plan;
+  plan.pipelines = {Pipe({Stage(0, 4, true, true, {0, 1})}),
+                    Pipe({Stage(0, 2, true, false, {2}), Stage(2, 2, false, true, {3})})};
+  const StepProgram p = Build(plan);
+  // Layer 0 over all holders, full size; rank 1 (TP rank 1 of degree 2) joins it too.
+  const Collective& emb = p.collectives[0];
+  EXPECT_TRUE(emb.mixed);
+  EXPECT_EQ(emb.members, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(emb.InputBytes(1), 4 * kEmbedding);
+  const Collective& block = p.collectives[1];
+  EXPECT_EQ(block.InputBytes(0), 4 * kBlock);
+  // Rank 1 zeroes a TP-2 shard of four blocks plus the replicated embedding and head.
+  EXPECT_EQ(p.ranks[1].ops[0].elements, kEmbedding + kHead + 4 * ((kBlock - 64) / 2 + 64));
+  // Pipeline 0's TP rank 1 squares only its shards.
+  EXPECT_EQ(p.ranks[1].ops[2 + 6].elements, 4 * (kBlock - 64) / 2);
+}
+
+TEST(StepProgramTest, LinkReportsWidenTheMetrics) {
+  StepProgramOptions options;
+  options.link_reports = true;
+  const StepProgram p = Build(TwoByTwo(), options);
+  const Collective& metrics = p.collectives[7];
+  EXPECT_EQ(metrics.InputBytes(0), 8 * (13 + 3 * 4));
+}
+
+TEST(StepProgramTest, BuildRejectsADeviceOutsideTheWorld) {
+  StepProgramOptions options;
+  options.world_devices = {0, 1, 2};
+  Result<StepProgram> p = BuildStepProgram(TwoByTwo(), Model(), options);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("device 3"), std::string::npos) << p.status().message();
+}
+
+TEST(StepProgramTest, CheckRejectsADroppedCollectiveAndABadOrder) {
+  StepProgram dropped = Build(TwoByTwo());
+  dropped.ranks[2].ops.erase(dropped.ranks[2].ops.begin() + 3);  // all-reduce of layer 1
+  Status s = CheckStepProgram(dropped);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("collective 1"), std::string::npos) << s.message();
+
+  StepProgram swapped = Build(TwoByTwo());
+  std::swap(swapped.ranks[0].ops[2], swapped.ranks[0].ops[3]);
+  s = CheckStepProgram(swapped);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 0 op 3"), std::string::npos) << s.message();
+}
+
+TEST(StepProgramTest, PrintsOneBlockPerRank) {
+  const std::string text = StepProgramToString(Build(TwoByTwo()), 3);
+  EXPECT_NE(text.find("rank 1 (device 1): pipeline 0 stage 1, tp 0 of 1\n"
+                      "  zero-grads 26784\n"
+                      "  pipeline RF0 F0 B0 ... (5 more)\n"
+                      "  all-reduce layer 3 [1 3] 37120 B\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  loss-norm [world] 16 B\n  optimizer 26784\n  metrics [world] 104 B\n"
+                      "  plan-agreement [world] 8 B\n"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace motley::sched
