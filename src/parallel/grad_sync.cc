@@ -36,55 +36,70 @@ int LayerOfParameter(std::string_view name, int64_t num_blocks) {
 
 Result<std::unique_ptr<GradientSync>> GradientSync::Create(const WorldLayout& layout, int rank,
                                                            const spec::ModelSpec& model,
+                                                           const sched::StepProgram& program,
                                                            comm::Communicator& world,
                                                            tensor::Backend& backend,
                                                            model::ParameterSet& params,
-                                                           RankClock clock, bool zero1) {
+                                                           RankClock clock) {
   const RankInfo& me = layout.rank(rank);
+  if (static_cast<size_t>(rank) >= program.ranks.size()) {
+    return Err("gradient groups: the step program has {} ranks, not rank {}",
+               program.ranks.size(), rank);
+  }
   std::unique_ptr<GradientSync> sync(
       new GradientSync(backend, params, me.pipeline == 0, me.tp_rank, clock));
   const int64_t L = model.num_blocks;
-  // The groups of every layer (spec/plan_topology.h). Every rank, idle ones (left out of the
-  // plan) too, splits the world once per layer; a rank joins the group that lists its device.
-  const std::vector<spec::LayerGroup> groups = spec::DataParallelGroups(layout.plan(), L);
-  size_t next_group = 0;
+  const sched::RankStep& mine = program.ranks[static_cast<size_t>(rank)];
+  // Every rank, idle ones (left out of the plan) too, splits the world once per layer; a rank
+  // joins the layer collective its step program lists (the collective's index is the colour).
   for (int id = 0; id < static_cast<int>(spec::NumGradientLayers(L)); ++id) {
-    int color = comm::kUndefinedColor;
-    bool mixed = false;
-    for (int c = 0; next_group < groups.size() && groups[next_group].layer == id;
-         ++next_group, ++c) {
-      const spec::LayerGroup& g = groups[next_group];
-      if (std::binary_search(g.devices.begin(), g.devices.end(), me.device)) {
-        color = c;
-        mixed = g.mixed;
+    const sched::Collective* collective = nullptr;
+    for (const sched::StepOp& op : mine.ops) {
+      if (op.layer == id && (op.kind == sched::StepOpKind::kLayerAllReduce ||
+                             op.kind == sched::StepOpKind::kLayerReduceScatter)) {
+        collective = &program.collectives[static_cast<size_t>(op.collective)];
       }
     }
-    const bool mine = color != comm::kUndefinedColor;
+    const int color = collective != nullptr
+                          ? static_cast<int>(collective - program.collectives.data())
+                          : comm::kUndefinedColor;
     MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> group,
                             world.Split(color, rank));
-    if (!mine) continue;
     Layer layer;
     layer.id = id;
-    layer.mixed = mixed;
+    layer.mixed = collective != nullptr && collective->mixed;
     int64_t numel = 0;
     for (size_t i = 0; i < params.size(); ++i) {
       if (LayerOfParameter(params[i].name(), L) != id) continue;
       layer.params.push_back(i);
-      numel += mixed ? params[i].info.FullShape().numel() : params[i].value.numel();
+      numel += layer.mixed ? params[i].info.FullShape().numel() : params[i].value.numel();
     }
     if (layer.params.empty()) {
-      return Err("gradient groups: rank {} holds layer {} but has none of its parameters", rank,
-                 id);
-    }
-    if (group != nullptr && group->size() > 1) {
-      layer.comm = std::move(group);
-      if (zero1 && !mixed) {
-        MOTLEY_ASSIGN_OR_RETURN(layer.zero1,
-                                Zero1Layer::Create(backend, params, layer.params, *layer.comm,
-                                                   /*counts_replicated_in_norm=*/me.tp_rank == 0));
-      } else {
-        layer.buffer = tensor::HostTensor(Shape{numel}, DType::kF32);
+      if (collective != nullptr) {
+        return Err("gradient groups: the step program has rank {} sum layer {}, but the rank "
+                   "has none of its parameters",
+                   rank, id);
       }
+      continue;
+    }
+    if (collective == nullptr) {  // alone with the layer: nothing to sum
+      sync->layers_.push_back(std::move(layer));
+      continue;
+    }
+    if (numel != collective->elements || group == nullptr ||
+        group->size() != static_cast<int>(collective->members.size())) {
+      return Err("gradient groups: layer {} on rank {}: the step program sums {} elements over "
+                 "{} ranks, the rank holds {} elements in a group of {}",
+                 id, rank, collective->elements, collective->members.size(), numel,
+                 group != nullptr ? group->size() : 0);
+    }
+    layer.comm = std::move(group);
+    if (collective->kind == sched::StepOpKind::kLayerReduceScatter) {
+      MOTLEY_ASSIGN_OR_RETURN(layer.zero1,
+                              Zero1Layer::Create(backend, params, layer.params, *layer.comm,
+                                                 /*counts_replicated_in_norm=*/me.tp_rank == 0));
+    } else {
+      layer.buffer = tensor::HostTensor(Shape{numel}, DType::kF32);
     }
     sync->layers_.push_back(std::move(layer));
   }

@@ -12,7 +12,7 @@
 // After Reduce every holder of a tensor (slice) holds the same sum, so AdamW on every rank's own
 // copy keeps the replicas equal.
 //
-// ZeRO-1 (Create's `zero1`): each uniform layer group of two or more members shards its AdamW
+// ZeRO-1 (the plan's optimizer_sharding, as the step program lists it): each uniform layer group of two or more members shards its AdamW
 // moments instead (parallel/zero1.h): Reduce reduce-scatters the layer's gradients, StepSharded
 // updates each member's chunk and all-gathers the values. The rank's model::Optimizer must skip
 // those tensors (sharded_params()). Mixed-TP groups and ranks alone with a layer keep the
@@ -38,6 +38,7 @@
 #include "parallel/rank_clock.h"
 #include "parallel/world_layout.h"
 #include "parallel/zero1.h"
+#include "sched/step_program.h"
 #include "spec/model_spec.h"
 #include "tensor/backend.h"
 
@@ -49,14 +50,19 @@ int LayerOfParameter(std::string_view name, int64_t num_blocks);
 
 class GradientSync {
  public:
+  // The groups, their sizes and which of them shard ZeRO-1 state are the step program's
+  // (sched/step_program.h, built for this layout's world): rank `rank` joins, per layer, the
+  // layer collective its RankStep lists. Errors when the program disagrees with the parameters
+  // the rank holds (a layer it holds without parameters, a buffer size that differs).
   // Collective over `world` (num_blocks + 2 Split calls, the same on every rank of the layout,
   // idle ranks included: they hold no layer).
   static Result<std::unique_ptr<GradientSync>> Create(const WorldLayout& layout, int rank,
                                                       const spec::ModelSpec& model,
+                                                      const sched::StepProgram& program,
                                                       comm::Communicator& world,
                                                       tensor::Backend& backend,
                                                       model::ParameterSet& params,
-                                                      RankClock clock = {}, bool zero1 = false);
+                                                      RankClock clock = {});
 
   // Sums every gradient over its layer's group, in place. Collective over the groups.
   Status Reduce();

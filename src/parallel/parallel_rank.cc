@@ -22,6 +22,11 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
   std::unique_ptr<ParallelRank> r(new ParallelRank(layout, rank, train, backend, world, options));
   const bool zero1 = layout.plan().optimizer_sharding == spec::OptimizerSharding::kZero1;
   const RankInfo& me = r->info_;
+  // The step's gradient groups and ZeRO-1 shards (sched/step_program.h), over this world.
+  sched::StepProgramOptions program_options;
+  program_options.world_devices = layout.devices();
+  MOTLEY_ASSIGN_OR_RETURN(const sched::StepProgram program,
+                          sched::BuildStepProgram(layout.plan(), model, program_options));
 
   // TP group: one color per (pipeline, stage) with more than one device.
   int color = comm::kUndefinedColor;
@@ -35,8 +40,8 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
     // No stage; the gradient groups' splits are still collective over the world.
     model::ParameterSet none;
     MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync,
-                            GradientSync::Create(layout, rank, model, world, backend, none,
-                                                 options.clock, zero1));
+                            GradientSync::Create(layout, rank, model, program, world, backend,
+                                                 none, options.clock));
     return r;
   }
   const std::string where = fmt::format("pipelines[{}].stages[{}]", me.pipeline, me.stage);
@@ -50,9 +55,9 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
   r->stage_ = std::move(*stage);
   r->optimizer_ = std::make_unique<model::Optimizer>(backend, r->stage_->params(),
                                                      train.optimizer, train.steps);
-  MOTLEY_ASSIGN_OR_RETURN(r->grad_sync_, GradientSync::Create(layout, rank, model, world, backend,
-                                                              r->stage_->params(),
-                                                              options.clock, zero1));
+  MOTLEY_ASSIGN_OR_RETURN(r->grad_sync_,
+                          GradientSync::Create(layout, rank, model, program, world, backend,
+                                               r->stage_->params(), options.clock));
   if (zero1) {
     // Moments for the tensors the Optimizer still updates (mixed-TP groups, layers this rank holds
     // alone); the ZeRO-1 layers keep theirs sharded.
