@@ -1,63 +1,52 @@
-// Predictor::Predict: one steady-state training step as motley's runtime runs it on every rank
-// (parallel/parallel_rank.cc, train/parallel_trainer.cc), rank by rank:
-//   start (skewed by the previous step's metrics all-gather) -> zero the gradients -> the
-//   pipeline phase (each stage's action list, eager sends; a TP group moves in lockstep from its
-//   latest rank's start) -> per-layer data-parallel all-reduces in layer order (embedding,
-//   blocks, head), each staged through host memory -> the gradient-norm pass (pipeline 0) -> the
-//   world all-reduce of loss and norm -> the optimizer step -> the metrics all-gather and the
-//   plan-switch agreement (a chain broadcast of one length from rank 0) before the next step.
-// Collectives are rings in rank order (perf/step_model.h) with ring_collectives, else the best of
-// ring and hierarchy entered by the group's latest member. The step time is the makespan: the
-// latest rank's end minus the earliest rank's start. Two passes: the first, with all ranks
-// starting together, gives each rank's end and so the skew the metrics all-gather leaves; the
-// second is the steady-state step.
+// Predictor::Predict: one steady-state training step as motley's runtime runs it on every rank,
+// timed op by op from the step program (sched/step_program.h), the same data the runtime splits
+// its gradient groups and shards ZeRO-1 state from:
+//   start (skewed by the previous step's metrics all-gather) -> zero-grads -> the pipeline phase
+//   (each stage's action list, eager sends; a TP group moves in lockstep from its latest rank's
+//   start) -> the program's collectives in entry order (layer all-reduces, each staged through
+//   host memory, or ZeRO-1 reduce-scatters; the world's loss-norm all-reduce; ZeRO-1
+//   all-gathers), each rank running its local ops (grad-norm, optimizer) as it reaches them ->
+//   between steps, the metrics all-gather and the plan agreement (a chain broadcast from rank 0).
+// Collectives are rings in rank order (perf/step_model.h) with ring_collectives, else (all-reduces)
+// the best of ring and hierarchy entered by the group's latest member; reduce-scatters and
+// all-gathers are rings. Host staging as parallel/grad_sync.cc and zero1.cc copy: a layer
+// all-reduce packs before and unpacks after; a ZeRO-1 reduce-scatter packs the gradients; a
+// chunk's update copies the chunk three times; its all-gather packs and unpacks the values. The step time is the makespan: the latest rank's end minus the earliest
+// rank's start. Two passes: the first, with all ranks starting together, gives each rank's end
+// and so the skew the metrics all-gather leaves; the second is the steady-state step.
 #include <algorithm>
 #include <map>
 #include <tuple>
 
 
+#include "core/check.h"
 #include "perf/comm_model.h"
 #include "perf/predictor.h"
 #include "perf/step_model.h"
-#include "sched/step_messages.h"
+#include "sched/step_program.h"
 #include "spec/plan_topology.h"
 
 namespace motley::perf {
 namespace {
 
-// The step's small messages (sched/step_messages.h), f64 each.
-constexpr double kLossNormDoubles = static_cast<double>(sched::kLossNormDoubles);
-constexpr double kMetricsDoubles = static_cast<double>(sched::kStepMetricsDoubles);
-constexpr double kPlanAgreementBytes = 8.0 * static_cast<double>(sched::kPlanAgreementDoubles);
+using sched::StepOpKind;
 
 struct Rank {
   int device = 0;
   int pipeline = 0;
   int stage = 0;
-  int tp_rank = 0;
   int type = 0;
   double rate = 1;
-  double params = 0;       // local parameters
-  double norm_params = 0;  // parameters it counts for the gradient norm
 };
 
-// One data-parallel all-reduce of one layer over a group of ranks.
-struct DpGroup {
-  int64_t layer = 0;       // gradient layer (spec/plan_topology.h)
-  std::vector<int> ranks;  // world ranks, ascending (the communicator's order)
-  std::vector<Hop> hops;   // ring hops in that order
-  int64_t numel = 0;       // elements per rank
-  std::vector<double> staging_s;  // per member: pack + unpack
-  // By node: the layer's groups crossing that node's NICs at once, this one included
-  // (comm_model.h NicSharing), interned: index into the step's distinct sharer lists.
+// How the predictor times one collective of the step program.
+struct TimedCollective {
+  std::vector<Hop> hops;          // ring hops in member order (empty below 2 members)
+  std::vector<double> staging_s;  // layer collectives, per member: pack + unpack
+  // By node: the collectives of the same layer and kind crossing that node's NICs at once, this
+  // one included (comm_model.h NicSharing), interned: index into the step's sharer lists.
   int nic_sharers = 0;
 };
-
-// Parameters of gradient layer `id` on a TP rank of degree tp (spec::LayerParamsPerTpRank).
-double LayerParams(const spec::ModelSpec& m, int64_t id, int tp, bool sharded_only) {
-  const spec::LayerParams p = spec::LayerParamsPerTpRank(m, id, tp);
-  return static_cast<double>(sharded_only ? p.sharded : p.total());
-}
 
 }  // namespace
 
@@ -85,49 +74,27 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
                                   const PipelinePhase& phase, const LinkRates& link_rates) const {
   Prediction pred;
   const size_t np = plan.pipelines.size();
-  const int64_t L = model_.num_blocks;
   pred.stages.resize(np);
   pred.pipeline_time_s.resize(np);
   pred.peak_memory_per_type.assign(cluster_.device_types.size(), 0.0);
   const DpGroups dp = ComputeDpGroups(plan, link_rates);
   const NicSharers sharers = CountNicSharers(plan);
-  const bool zero = plan.optimizer_sharding == spec::OptimizerSharding::kZero1;
 
-  // World ranks in the runtime's rank order (spec::PlanDevices).
-  std::map<int, Rank> rank_at_device;
-  for (size_t k = 0; k < np; ++k) {
-    const spec::PipelinePlan& pipe = plan.pipelines[k];
-    for (size_t i = 0; i < pipe.stages.size(); ++i) {
-      const spec::StagePlan& st = pipe.stages[i];
-      double params = 0;
-      double norm_first = 0;   // TP rank 0 counts every local parameter for the norm
-      double norm_others = 0;  // other TP ranks only their shards
-      for (int64_t id = 0; id <= L + 1; ++id) {
-        if (!spec::StageHoldsLayer(st, id, L)) continue;
-        params += LayerParams(model_, id, st.tp_degree, false);
-        norm_first += LayerParams(model_, id, st.tp_degree, false);
-        norm_others += LayerParams(model_, id, st.tp_degree, true);
-      }
-      const double rate = GroupRate(rates, st.devices);
-      for (size_t j = 0; j < st.devices.size(); ++j) {
-        Rank r;
-        r.device = st.devices[j];
-        r.pipeline = static_cast<int>(k);
-        r.stage = static_cast<int>(i);
-        r.tp_rank = static_cast<int>(j);
-        r.type = cluster_.device(r.device).type;
-        r.rate = rate;
-        r.params = params;
-        if (k == 0) r.norm_params = j > 0 ? norm_others : norm_first;
-        rank_at_device[r.device] = r;
-      }
-    }
+  // The step program over the plan's devices (world rank r drives the r-th smallest device).
+  sched::StepProgramOptions program_options;
+  program_options.with_actions = false;  // the pipeline phase walks its own schedule
+  Result<sched::StepProgram> built = sched::BuildStepProgram(plan, model_, program_options);
+  MOTLEY_CHECK(built.ok(), built.status().message());
+  const sched::StepProgram& program = *built;
+  const size_t n = program.ranks.size();
+  std::vector<Rank> ranks(n);
+  for (size_t r = 0; r < n; ++r) {
+    const sched::RankStep& rs = program.ranks[r];
+    const spec::StagePlan& st = plan.pipelines[static_cast<size_t>(rs.pipeline)]
+                                    .stages[static_cast<size_t>(rs.stage)];
+    ranks[r] = Rank{rs.device, rs.pipeline, rs.stage, cluster_.device(rs.device).type,
+                    GroupRate(rates, st.devices)};
   }
-  std::vector<Rank> ranks;
-  for (int device : spec::PlanDevices(plan)) ranks.push_back(rank_at_device.at(device));
-  const size_t n = ranks.size();
-  std::map<int, int> rank_of_device;
-  for (size_t r = 0; r < n; ++r) rank_of_device[ranks[r].device] = static_cast<int>(r);
   auto ring_hops = [&](const std::vector<int>& members) {
     std::vector<Hop> hops;
     if (members.size() < 2) return std::vector<Hop>(members.size());
@@ -198,47 +165,87 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     return std::vector<Seconds>(entries.size(), exit);
   };
 
-  // Data-parallel groups per layer, in layer order (spec/plan_topology.h, as
-  // parallel/grad_sync.cc runs them); a group of one member communicates nothing.
+  // How each collective is timed: ring hops (the world's shared), host staging of layer
+  // collectives, and NIC sharing among the collectives of one layer and kind, which start
+  // together (a layer's TP colours).
   const double grad_bytes = GradientElementBytes(settings_);
-  std::vector<DpGroup> groups;
-  for (const spec::LayerGroup& lg : spec::DataParallelGroups(plan, L)) {
-    if (lg.devices.size() < 2) continue;
-    DpGroup g;
-    for (int device : lg.devices) g.ranks.push_back(rank_of_device[device]);
-    g.layer = lg.layer;
-    g.hops = ring_hops(g.ranks);
-    g.numel = static_cast<int64_t>(LayerParams(model_, lg.layer, lg.tp_degree, false));
-    for (int r : g.ranks) {
+  std::vector<TimedCollective> timed(program.collectives.size());
+  for (size_t c = 0; c < program.collectives.size(); ++c) {
+    const sched::Collective& col = program.collectives[c];
+    if (col.members.size() < n) timed[c].hops = ring_hops(col.members);  // else the world's
+    if (col.layer < 0) continue;
+    for (int r : col.members) {
       const Rank& rk = ranks[static_cast<size_t>(r)];
-      const spec::StagePlan& st =
-          plan.pipelines[static_cast<size_t>(rk.pipeline)].stages[static_cast<size_t>(rk.stage)];
-      g.staging_s.push_back(
-          rk.rate * compute_.GradStaging(rk.type, LayerParams(model_, lg.layer, st.tp_degree, false)));
+      const int tp = program.ranks[static_cast<size_t>(r)].tp_degree;
+      const double params =
+          static_cast<double>(spec::LayerParamsPerTpRank(model_, col.layer, tp).total());
+      timed[c].staging_s.push_back(rk.rate * compute_.GradStaging(rk.type, params));
     }
-    groups.push_back(std::move(g));
   }
-  // A layer's groups (its TP colours) start together: those that span nodes share the NICs of
-  // every node they touch.
-  for (size_t first = 0; first < groups.size();) {
-    size_t end = first;
-    while (end < groups.size() && groups[end].layer == groups[first].layer) ++end;
-    std::vector<int> crossing(cluster_.nodes.size(), 0);
-    for (size_t i = first; i < end; ++i) {
-      std::vector<int> nodes;
-      for (int r : groups[i].ranks) {
-        nodes.push_back(cluster_.device(ranks[static_cast<size_t>(r)].device).node);
-      }
-      std::sort(nodes.begin(), nodes.end());
-      nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-      if (nodes.size() < 2) continue;
-      for (int node : nodes) ++crossing[static_cast<size_t>(node)];
+  for (size_t first = 0; first < program.collectives.size();) {
+    const sched::Collective& head = program.collectives[first];
+    size_t end = first + 1;
+    while (end < program.collectives.size() && program.collectives[end].layer == head.layer &&
+           program.collectives[end].kind == head.kind) {
+      ++end;
     }
-    auto [it, fresh] = sharer_index.emplace(crossing, static_cast<int>(sharer_lists.size()));
-    if (fresh) sharer_lists.push_back(crossing);
-    for (size_t i = first; i < end; ++i) groups[i].nic_sharers = it->second;
+    if (head.layer >= 0) {
+      std::vector<int> crossing(cluster_.nodes.size(), 0);
+      for (size_t c = first; c < end; ++c) {
+        std::vector<int> nodes;
+        for (int r : program.collectives[c].members) {
+          nodes.push_back(cluster_.device(ranks[static_cast<size_t>(r)].device).node);
+        }
+        std::sort(nodes.begin(), nodes.end());
+        nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+        if (nodes.size() < 2) continue;
+        for (int node : nodes) ++crossing[static_cast<size_t>(node)];
+      }
+      auto [it, fresh] = sharer_index.emplace(crossing, static_cast<int>(sharer_lists.size()));
+      if (fresh) sharer_lists.push_back(crossing);
+      for (size_t c = first; c < end; ++c) timed[c].nic_sharers = it->second;
+    }
     first = end;
   }
+  auto hops_for = [&](size_t c) -> const std::vector<Hop>& {
+    return program.collectives[c].members.size() == n ? world_hops : timed[c].hops;
+  };
+  // Exits of collective c entered at `entries` (per member).
+  auto run_collective = [&](size_t c, const std::vector<Seconds>& entries) {
+    const sched::Collective& col = program.collectives[c];
+    const int size = static_cast<int>(col.members.size());
+    const double eb = col.layer >= 0 ? grad_bytes : static_cast<double>(col.element_bytes);
+    switch (col.kind) {
+      case StepOpKind::kLayerAllReduce:
+      case StepOpKind::kLossNormAllReduce:
+        return collective(col.members, hops_for(c), entries, 2 * (size - 1),
+                          AllReduceChunks(col.elements, eb, size),
+                          static_cast<double>(col.elements) * eb, true, timed[c].nic_sharers);
+      case StepOpKind::kLayerReduceScatter:
+      case StepOpKind::kLayerAllGather:
+      case StepOpKind::kMetricsAllGather: {
+        // Ring reduce-scatter: in step s member q sends chunk q - s - 1; all-gather: chunk q - s
+        // (comm/ring_collectives.cc).
+        const bool gather = col.kind != StepOpKind::kLayerReduceScatter;
+        const std::vector<int64_t>* chunks = &col.chunks;
+        RingChunkBytes chunk = [chunks, size, eb, gather](int step, int q) -> Bytes {
+          const int idx = (((q - step - (gather ? 0 : 1)) % size) + size) % size;
+          return static_cast<double>((*chunks)[static_cast<size_t>(idx)]) * eb;
+        };
+        return collective(col.members, hops_for(c), entries, size - 1, chunk, 0.0, false, 0);
+      }
+      case StepOpKind::kPlanAgreement: {
+        std::vector<Seconds> free = load_free(col.members);
+        std::vector<Seconds> exits =
+            ChainBroadcastExits(entries, hops_for(c), static_cast<double>(col.elements) * eb, &free);
+        store_free(col.members, free);
+        return exits;
+      }
+      default: break;
+    }
+    MOTLEY_CHECK(false, "step program: a local op in the collective list");
+    return entries;
+  };
 
   // Stage costs and links.
   std::vector<std::vector<StageCost>> costs(np);
@@ -277,15 +284,37 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     return ends;
   };
 
-  // One step from per-rank start times. Fills the per-stage fields of `pred` on the way.
-  std::vector<Seconds> optimizer_s(n);
+  // One step from per-rank start times, op by op. Fills the per-stage fields of `pred`.
+  std::vector<Seconds> optimizer_s(n, 0.0);
+  auto local_op = [&](size_t r, const sched::StepOp& op) -> Seconds {
+    const Rank& rk = ranks[r];
+    const double elements = static_cast<double>(op.elements);
+    switch (op.kind) {
+      case StepOpKind::kZeroGrads: return rk.rate * compute_.ZeroGrads(rk.type, elements);
+      case StepOpKind::kGradNorm: return rk.rate * compute_.GradNorm(rk.type, elements);
+      case StepOpKind::kOptimizer: {
+        // A ZeRO-1 chunk (op.layer set) is staged: three copies of the chunk beside the update.
+        const Seconds t = OptimizerTime(rk.type, elements, rk.rate) +
+                          (op.layer >= 0 ? 1.5 * rk.rate * compute_.GradStaging(rk.type, elements)
+                                         : 0.0);
+        optimizer_s[r] += t;
+        return t;
+      }
+      default: return 0.0;  // the pipeline phase is timed for all ranks at once
+    }
+  };
   auto step = [&](const std::vector<Seconds>& start) {
+    std::fill(optimizer_s.begin(), optimizer_s.end(), 0.0);
     std::vector<std::vector<Seconds>> ready(np);
     for (size_t k = 0; k < np; ++k) ready[k].assign(plan.pipelines[k].stages.size(), 0.0);
+    std::vector<size_t> pc(n, 0);  // each rank's next op
     for (size_t r = 0; r < n; ++r) {
-      const Rank& rk = ranks[r];
-      Seconds& rd = ready[static_cast<size_t>(rk.pipeline)][static_cast<size_t>(rk.stage)];
-      rd = std::max(rd, start[r] + rk.rate * compute_.ZeroGrads(rk.type, rk.params));
+      const sched::RankStep& rs = program.ranks[r];
+      Seconds t0 = start[r];
+      while (rs.ops[pc[r]].kind != StepOpKind::kPipeline) t0 += local_op(r, rs.ops[pc[r]++]);
+      ++pc[r];
+      Seconds& rd = ready[static_cast<size_t>(rs.pipeline)][static_cast<size_t>(rs.stage)];
+      rd = std::max(rd, t0);
     }
     const std::vector<std::vector<Seconds>> ends = phase ? phase(ready) : own_phase(ready);
     std::vector<Seconds> t(n);
@@ -293,35 +322,40 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
       t[r] = ends[static_cast<size_t>(ranks[r].pipeline)][static_cast<size_t>(ranks[r].stage)];
     }
     const std::vector<Seconds> pipeline_end = t;
-    for (const DpGroup& g : groups) {
-      std::vector<Seconds> entries;
-      for (size_t q = 0; q < g.ranks.size(); ++q) {
-        entries.push_back(t[static_cast<size_t>(g.ranks[q])] + 0.5 * g.staging_s[q]);
+    std::vector<Seconds> dp_end = t;
+    // Runs rank r's local ops up to its next collective (or its between-step ops).
+    auto advance = [&](size_t r) {
+      const std::vector<sched::StepOp>& ops = program.ranks[r].ops;
+      while (pc[r] < ops.size() && !sched::IsCollective(ops[pc[r]].kind)) {
+        t[r] += local_op(r, ops[pc[r]++]);
       }
-      const int size = static_cast<int>(g.ranks.size());
-      const std::vector<Seconds> exits =
-          collective(g.ranks, g.hops, entries, 2 * (size - 1),
-                     AllReduceChunks(g.numel, grad_bytes, size),
-                     static_cast<double>(g.numel) * grad_bytes, true, g.nic_sharers);
-      for (size_t q = 0; q < g.ranks.size(); ++q) {
-        t[static_cast<size_t>(g.ranks[q])] = exits[q] + 0.5 * g.staging_s[q];
+    };
+    for (size_t c = 0; c < program.collectives.size(); ++c) {
+      const sched::Collective& col = program.collectives[c];
+      if (sched::IsBetweenSteps(col.kind)) continue;
+      const std::vector<double>& staging = timed[c].staging_s;
+      std::vector<Seconds> entries(col.members.size());
+      for (size_t q = 0; q < col.members.size(); ++q) {
+        const auto r = static_cast<size_t>(col.members[q]);
+        advance(r);
+        MOTLEY_CHECK(program.ranks[r].ops[pc[r]].collective == static_cast<int>(c),
+                     "step program: collectives out of entry order");
+        entries[q] = t[r] + (staging.empty() ? 0.0 : 0.5 * staging[q]);
+      }
+      const std::vector<Seconds> exits = run_collective(c, entries);
+      for (size_t q = 0; q < col.members.size(); ++q) {
+        const auto r = static_cast<size_t>(col.members[q]);
+        // A reduce-scatter's output stays on the host (ZeRO-1 updates it there).
+        const bool unpacked = col.kind != StepOpKind::kLayerReduceScatter;
+        t[r] = exits[q] + (staging.empty() || !unpacked ? 0.0 : 0.5 * staging[q]);
+        ++pc[r];
+        if (col.kind == StepOpKind::kLayerAllReduce ||
+            col.kind == StepOpKind::kLayerReduceScatter) {
+          dp_end[r] = t[r];
+        }
       }
     }
-    const std::vector<Seconds> dp_end = t;
-    for (size_t r = 0; r < n; ++r) {
-      t[r] += ranks[r].rate * compute_.GradNorm(ranks[r].type, ranks[r].norm_params);
-    }
-    t = collective(world, world_hops, t, 2 * (static_cast<int>(n) - 1),
-                   AllReduceChunks(static_cast<int64_t>(kLossNormDoubles), 8.0, static_cast<int>(n)),
-                   8.0 * kLossNormDoubles, true, 0);
-    for (size_t r = 0; r < n; ++r) {
-      const Rank& rk = ranks[r];
-      const int64_t group =
-          dp.min_group_size[static_cast<size_t>(rk.pipeline)][static_cast<size_t>(rk.stage)];
-      optimizer_s[r] =
-          OptimizerTime(rk.type, zero ? rk.params / static_cast<double>(group) : rk.params, rk.rate);
-      t[r] += optimizer_s[r];
-    }
+    for (size_t r = 0; r < n; ++r) advance(r);
     // Per-stage fields (max over the stage's ranks).
     for (size_t k = 0; k < np; ++k) {
       pred.stages[k].assign(plan.pipelines[k].stages.size(), StagePrediction{});
@@ -340,13 +374,11 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
 
   std::vector<Seconds> end = step(std::vector<Seconds>(n, 0.0));
   if (exact && n > 1) {
-    const Bytes metrics_chunk = 8.0 * kMetricsDoubles;
-    std::vector<Seconds> start =
-        collective(world, world_hops, end, static_cast<int>(n) - 1,
-                   [metrics_chunk](int, int) { return metrics_chunk; }, 0.0, false, 0);
-    std::vector<Seconds> free = load_free(world);
-    start = ChainBroadcastExits(start, world_hops, kPlanAgreementBytes, &free);
-    store_free(world, free);
+    // Between steps: the metrics all-gather and the plan agreement, in program order.
+    std::vector<Seconds> start = end;
+    for (size_t c = 0; c < program.collectives.size(); ++c) {
+      if (sched::IsBetweenSteps(program.collectives[c].kind)) start = run_collective(c, start);
+    }
     const Seconds origin = *std::min_element(start.begin(), start.end());
     for (Seconds& s0 : start) s0 -= origin;
     for (auto& [link, t] : link_free) t -= origin;
