@@ -153,6 +153,31 @@ TEST_F(CliTest, HelpVersionAndUsageErrors) {
   }
 }
 
+// `motley schedule --step`: a plan's whole step program, one block per rank; what is missing is
+// named.
+TEST_F(CliTest, ScheduleStepPrintsThePlansStepProgram) {
+  const std::string examples = std::string(MOTLEY_SOURCE_DIR) + "/examples/";
+  Outcome step = Run("schedule " + examples + "runs/hetero-4.yaml --plan " + examples +
+                     "plans/hetero-4-balanced.json --step --max-actions 2");
+  ASSERT_EQ(step.exit_code, 0) << step.err << step.out;
+  EXPECT_NE(step.out.find("4 ranks, 13 collectives (10 of layers)"), std::string::npos) << step.out;
+  EXPECT_NE(step.out.find("rank 3 (device 3): pipeline 1 stage 1, tp 0 of 1\n  zero-grads "),
+            std::string::npos)
+      << step.out;
+  EXPECT_NE(step.out.find("  pipeline RF0 F0 ... ("), std::string::npos) << step.out;
+  EXPECT_NE(step.out.find("  all-reduce layer 0 [0 1] "), std::string::npos) << step.out;
+  EXPECT_NE(step.out.find("  metrics [world] 104 B\n  plan-agreement [world] 8 B\n"),
+            std::string::npos)
+      << step.out;
+  Outcome no_plan = Run("schedule " + examples + "runs/hetero-4.yaml --step");
+  EXPECT_EQ(no_plan.exit_code, 2);
+  EXPECT_NE(no_plan.err.find("--step needs a run file and --plan PLAN.json"), std::string::npos)
+      << no_plan.err;
+  Outcome no_step = Run("schedule " + examples + "runs/hetero-4.yaml --plan x.json");
+  EXPECT_EQ(no_step.exit_code, 2);
+  EXPECT_NE(no_step.err.find("go with --step"), std::string::npos) << no_step.err;
+}
+
 TEST_F(CliTest, ValidatePrintsASummary) {
   const std::string run = Write("run.yaml", TinyRun(""));
   Outcome o = Run("validate " + run);
