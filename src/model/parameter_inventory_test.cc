@@ -1,6 +1,7 @@
 // The parameter counts the predictor and the memory model read (spec/plan_topology.h
 // LayerParamsPerTpRank, StageParamsPerTpRank) equal the tensors this module allocates for every
-// TP rank of a stage: block weights split, norms, embedding and head whole on every rank.
+// TP rank of a stage: block weights split, norms, embedding and head whole on every rank; and
+// tensor by tensor, in allocation order (LayerTensorsPerTpRank, which ZeRO-1's chunks follow).
 #include <gtest/gtest.h>
 
 #include "model/parameters.h"
@@ -47,6 +48,35 @@ TEST(ParameterInventoryTest, SpecCountsEqualTheAllocatedTensorsOnEveryTpRank) {
             if (emb) sharded += spec::LayerParamsPerTpRank(model, 0, tp).sharded;
             if (head) sharded += spec::LayerParamsPerTpRank(model, 4, tp).sharded;
             EXPECT_EQ(got.sharded, tp > 1 ? sharded : 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ParameterInventoryTest, SpecTensorsEqualTheAllocatedTensorsInOrder) {
+  for (const char* preset : {"tiny", "small"}) {
+    spec::ModelSpec model = *spec::ModelPreset(preset);
+    model.num_blocks = 3;
+    for (int tp : {1, 2}) {
+      for (int rank = 0; rank < tp; ++rank) {
+        StageLayout layout = StageLayout::Full(model);
+        layout.tp_rank = rank;
+        layout.tp_degree = tp;
+        const std::vector<ParamInfo> infos = StageParamInfos(model, layout);
+        std::vector<spec::LayerTensor> want;
+        for (int64_t layer = 0; layer < spec::NumGradientLayers(model.num_blocks); ++layer) {
+          for (const spec::LayerTensor& t : spec::LayerTensorsPerTpRank(model, layer, tp)) {
+            want.push_back(t);
+          }
+        }
+        SCOPED_TRACE(::testing::Message() << preset << " tp " << tp << " rank " << rank);
+        ASSERT_EQ(infos.size(), want.size());
+        for (size_t i = 0; i < infos.size(); ++i) {
+          EXPECT_EQ(infos[i].shape.numel(), want[i].elements) << infos[i].name;
+          if (tp > 1) {
+            EXPECT_EQ(infos[i].sharded(), want[i].sharded) << infos[i].name;
           }
         }
       }

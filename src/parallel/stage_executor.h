@@ -83,6 +83,8 @@ class StageExecutor {
                           StageTimes& times);
 
  private:
+  // A (b, T, C) transfer buffer from the pool (allocated when none is free; the pool never
+  // shrinks, so it reaches sched::PipelineBuffersHeld buffers, the count the memory model uses).
   tensor::Tensor TakeBuffer();
   void GiveBack(tensor::Tensor t) { free_.push_back(std::move(t)); }
   // Posts actions[begin, end) (all communication) together, then waits for all of them.

@@ -59,4 +59,54 @@ StageMemory StageMemoryPerDevice(const spec::ModelSpec& model, const StageMemory
   return mem;
 }
 
+StageMemory RuntimeRankMemory(const spec::ModelSpec& model, const RankTensorsInput& in) {
+  MOTLEY_CHECK(in.tp >= 1 && in.activation_slots >= 0 && in.transfer_buffers >= 0,
+               "bad RankTensorsInput");
+  constexpr double kElem = 4.0;  // f32 and i32
+  const int64_t b = in.micro_batch_size, t = in.seq_len, n = b * t, c = model.hidden;
+  const int64_t v = model.vocab_size;
+  const int64_t hs = model.head_size();
+  const int64_t nh = model.num_heads / in.tp, nkv = model.num_kv_heads / in.tp;
+  const int64_t f = model.ffn_hidden / in.tp;
+  const int64_t probabilities = b * nh * t * t;
+  // model/block.h BlockActivations: ln1, x2, ln2 (N, C); rstd1, rstd2 (N); q, att_out (N, NH*HS);
+  // k, v (N, NKV*HS); gate, up, h (N, F); the probabilities (B, NH, T, T) unless selective.
+  const int64_t block_without_att =
+      3 * n * c + 2 * n + 2 * n * nh * hs + 2 * n * nkv * hs + 3 * n * f;
+  // BlockScratch: nc, dln (N, C); dh, dgate, dup (N, F); datt_out, dq, dq_pre (N, NH*HS);
+  // dk, dv, dk_pre (N, NKV*HS); the stage's probabilities buffer under selective recompute.
+  const int64_t scratch = 2 * n * c + 3 * n * f + 3 * n * nh * hs + 3 * n * nkv * hs;
+
+  const auto params = static_cast<double>(
+      spec::StageParamsPerTpRank(model, in.num_blocks, in.has_embedding, in.has_head, in.tp));
+  StageMemory mem;
+  mem.weights = kElem * params;
+  mem.gradients = kElem * params;
+  mem.optimizer = kElem * (2.0 * static_cast<double>(in.moment_elements) +
+                           2.0 * static_cast<double>(in.zero1_segment));
+
+  int64_t slot = (in.num_blocks + 1) * n * c;  // stage input and block outputs
+  if (in.has_embedding) slot += n;              // tokens
+  if (in.recompute == spec::Recompute::kNone) {
+    slot += in.num_blocks * (block_without_att + probabilities);
+  } else if (in.recompute == spec::Recompute::kSelective) {
+    slot += in.num_blocks * block_without_att;
+  }
+  if (in.has_head) slot += n * c + n + n * v + n + n;  // lnf, rstdf, logits, targets, losses
+  int64_t once = 0;
+  if (in.num_blocks > 0) {
+    once += scratch;
+    if (in.recompute == spec::Recompute::kSelective) once += probabilities;
+    if (in.recompute == spec::Recompute::kFull) once += block_without_att + probabilities;
+  }
+  mem.activations = kElem * static_cast<double>(in.activation_slots * slot + once);
+
+  int64_t buffers = n * c;                         // dL/d(residual)
+  if (in.has_head) buffers += n * c + n * v + n;   // dlnf, dlogits; executor targets
+  if (in.has_embedding) buffers += n;              // executor tokens
+  buffers += in.transfer_buffers * n * c;
+  mem.buffers = kElem * static_cast<double>(buffers);
+  return mem;
+}
+
 }  // namespace motley::perf

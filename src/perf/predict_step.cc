@@ -322,7 +322,8 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
       t[r] = ends[static_cast<size_t>(ranks[r].pipeline)][static_cast<size_t>(ranks[r].stage)];
     }
     const std::vector<Seconds> pipeline_end = t;
-    std::vector<Seconds> dp_end = t;
+    // Per rank: seconds in layer collectives (entry to exit, waiting and staging included).
+    std::vector<Seconds> dp_s(n, 0.0);
     // Runs rank r's local ops up to its next collective (or its between-step ops).
     auto advance = [&](size_t r) {
       const std::vector<sched::StepOp>& ops = program.ranks[r].ops;
@@ -335,9 +336,11 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
       if (sched::IsBetweenSteps(col.kind)) continue;
       const std::vector<double>& staging = timed[c].staging_s;
       std::vector<Seconds> entries(col.members.size());
+      std::vector<Seconds> before(col.members.size());
       for (size_t q = 0; q < col.members.size(); ++q) {
         const auto r = static_cast<size_t>(col.members[q]);
         advance(r);
+        before[q] = t[r];
         MOTLEY_CHECK(program.ranks[r].ops[pc[r]].collective == static_cast<int>(c),
                      "step program: collectives out of entry order");
         entries[q] = t[r] + (staging.empty() ? 0.0 : 0.5 * staging[q]);
@@ -349,10 +352,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
         const bool unpacked = col.kind != StepOpKind::kLayerReduceScatter;
         t[r] = exits[q] + (staging.empty() || !unpacked ? 0.0 : 0.5 * staging[q]);
         ++pc[r];
-        if (col.kind == StepOpKind::kLayerAllReduce ||
-            col.kind == StepOpKind::kLayerReduceScatter) {
-          dp_end[r] = t[r];
-        }
+        if (col.layer >= 0) dp_s[r] += t[r] - before[q];
       }
     }
     for (size_t r = 0; r < n; ++r) advance(r);
@@ -365,7 +365,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
           pred.stages[static_cast<size_t>(ranks[r].pipeline)][static_cast<size_t>(ranks[r].stage)];
       sp.last_backward_end_s = pipeline_end[r];
       sp.dp_start_s = pipeline_end[r];
-      sp.dp_sync_s = std::max(sp.dp_sync_s, dp_end[r] - pipeline_end[r]);
+      sp.dp_sync_s = std::max(sp.dp_sync_s, dp_s[r]);
       sp.optimizer_s = std::max(sp.optimizer_s, optimizer_s[r]);
       sp.finish_s = std::max(sp.finish_s, t[r]);
     }
@@ -401,7 +401,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     }
   }
   if (n > 0) pred.exposed_dp_s = std::max(0.0, pred.iteration_s - optimizer_s[last] - pred.pipeline_s);
-  FillMemoryAndRates(plan, dp, &pred);
+  FillMemoryAndRates(plan, dp, program, &pred);
   return pred;
 }
 

@@ -349,12 +349,49 @@ void LinkRates::Set(int a, int b, double rate) {
   }
 }
 
+bool Predictor::RunsAsTheRuntime() const {
+  return settings_.precision == spec::Precision::kFp32 && !settings_.flash_attention &&
+         !settings_.sequence_parallel;
+}
+
+namespace {
+
+// The largest piece of rank `rank`'s ZeRO-1 chunks that lies within one tensor (zero1.cc updates
+// a chunk tensor by tensor, with two temporaries of each piece).
+int64_t LargestZero1Segment(const spec::ModelSpec& model, const sched::StepProgram& program,
+                            int rank) {
+  const sched::RankStep& rs = program.ranks[static_cast<size_t>(rank)];
+  int64_t largest = 0;
+  for (const sched::StepOp& op : rs.ops) {
+    if (op.kind != sched::StepOpKind::kLayerReduceScatter) continue;
+    const sched::Collective& c = program.collectives[static_cast<size_t>(op.collective)];
+    const auto q = static_cast<size_t>(
+        std::find(c.members.begin(), c.members.end(), rank) - c.members.begin());
+    int64_t begin = 0;
+    for (size_t i = 0; i < q; ++i) begin += c.chunks[i];
+    const int64_t end = begin + c.chunks[q];
+    int64_t at = 0;
+    for (const spec::LayerTensor& t : spec::LayerTensorsPerTpRank(model, c.layer, rs.tp_degree)) {
+      largest = std::max(largest, std::min(end, at + t.elements) - std::max(begin, at));
+      at += t.elements;
+    }
+  }
+  return largest;
+}
+
+}  // namespace
+
 void Predictor::FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp,
-                                   Prediction* pred) const {
+                                   const sched::StepProgram& program, Prediction* pred) const {
   Bytes worst_mem_excess = 0;
+  const bool runtime = RunsAsTheRuntime();
+  std::map<int, int> rank_of_device;
+  for (const sched::RankStep& rs : program.ranks) rank_of_device[rs.device] = rs.rank;
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     const int p = pipe.num_stages();
+    Result<sched::Schedule> schedule = sched::BuildSchedule(plan.schedule, p, pipe.micro_batches);
+    MOTLEY_CHECK(schedule.ok(), schedule.status().message());
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& st = pipe.stages[i];
       StagePrediction& sp = pred->stages[k][i];
@@ -367,13 +404,35 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp,
       in.tp = st.tp_degree;
       in.micro_batch_size = pipe.micro_batch_size;
       in.seq_len = train_.seq_len;
-      in.in_flight = plan.schedule == spec::PipelineSchedule::k1F1B
-                         ? sched::OneFOneBInFlight(p, static_cast<int>(i), pipe.micro_batches)
-                         : pipe.micro_batches;
+      in.in_flight = sched::InFlightMicroBatches(*schedule, static_cast<int>(i));
       in.dp_degree = dp.min_group_size[k][i];
       in.recompute = st.recompute;
       in.sharding = plan.optimizer_sharding;
-      sp.memory = StageMemoryPerDevice(model_, in, settings_);
+      if (runtime) {
+        RankTensorsInput r;
+        r.num_blocks = st.num_blocks;
+        r.has_embedding = st.has_embedding;
+        r.has_head = st.has_head;
+        r.tp = st.tp_degree;
+        r.micro_batch_size = pipe.micro_batch_size;
+        r.seq_len = train_.seq_len;
+        r.recompute = st.recompute;
+        r.activation_slots = in.in_flight;
+        r.transfer_buffers = sched::PipelineBuffersHeld(*schedule, static_cast<int>(i));
+        sp.memory = StageMemory{};
+        for (int device : st.devices) {
+          const int rank = rank_of_device.at(device);
+          r.moment_elements = 0;
+          for (const sched::StepOp& op : program.ranks[static_cast<size_t>(rank)].ops) {
+            if (op.kind == sched::StepOpKind::kOptimizer) r.moment_elements += op.elements;
+          }
+          r.zero1_segment = LargestZero1Segment(model_, program, rank);
+          const StageMemory mine = RuntimeRankMemory(model_, r);
+          if (mine.total() > sp.memory.total()) sp.memory = mine;
+        }
+      } else {
+        sp.memory = StageMemoryPerDevice(model_, in, settings_);
+      }
       sp.capacity = cluster_.device_types[static_cast<size_t>(type)].memory_bytes;
       auto& peak = pred->peak_memory_per_type[static_cast<size_t>(type)];
       peak = std::max(peak, sp.memory.total());

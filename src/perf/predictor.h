@@ -27,6 +27,7 @@
 #include "perf/compute_model.h"
 #include "perf/memory_model.h"
 #include "perf/settings.h"
+#include "sched/step_program.h"
 #include "spec/cluster_spec.h"
 #include "spec/model_spec.h"
 #include "spec/plan.h"
@@ -72,7 +73,7 @@ struct StagePrediction {
   Seconds p2p_next_s = 0;      // activation (and gradient) transfer to/from the next stage
   Seconds last_backward_end_s = 0;
   Seconds dp_start_s = 0;      // when every stage sharing a layer has finished its backwards
-  Seconds dp_sync_s = 0;       // gradient all-reduce(s) of the stage's layers
+  Seconds dp_sync_s = 0;       // layer collectives of the stage (all-reduces; ZeRO-1 RS + AG)
   Seconds optimizer_s = 0;
   Seconds finish_s = 0;        // end of the optimizer step
   StageMemory memory;          // per device
@@ -175,7 +176,14 @@ class Predictor {
 
  private:
   // Memory per stage (and the worst violation), tokens/s and MFU of a predicted step.
-  void FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp, Prediction* pred) const;
+  // In the runtime's configuration (RunsAsTheRuntime) the memory is RuntimeRankMemory of each
+  // stage's largest rank, from `program` (the step program PredictWith walked); else the
+  // StageMemoryPerDevice estimate.
+  void FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp,
+                          const sched::StepProgram& program, Prediction* pred) const;
+  // fp32 with unfused attention and no sequence parallelism: what motley's runtime runs, whose
+  // tensors RuntimeRankMemory counts exactly.
+  bool RunsAsTheRuntime() const;
   // All-reduce of `bytes` over concrete devices: a ring in id order with ring_collectives (the
   // runtime's, on unshared links), else GroupAllReduceTime's best algorithm, whose NICs carry
   // `nic_sharers` (by node; comm_model.h NicSharing) with nic_contention.

@@ -108,6 +108,37 @@ int64_t InFlightMicroBatches(const Schedule& schedule, int stage) {
   return peak;
 }
 
+int64_t PipelineBuffersHeld(const Schedule& schedule, int stage) {
+  MOTLEY_CHECK(stage >= 0 && stage < static_cast<int>(schedule.stages.size()), "bad stage");
+  const std::vector<Action>& actions = schedule.stages[static_cast<size_t>(stage)];
+  const bool first = stage == 0;
+  const bool last = stage + 1 == static_cast<int>(schedule.stages.size());
+  int64_t held = 0;
+  int64_t peak = 0;
+  for (size_t i = 0; i < actions.size();) {
+    if (IsCommunication(actions[i].kind)) {  // one batch: receives take, sends of it release
+      size_t end = i;
+      while (end < actions.size() && IsCommunication(actions[end].kind)) ++end;
+      for (size_t j = i; j < end; ++j) {
+        const ActionKind k = actions[j].kind;
+        if (k == ActionKind::kRecvForward || k == ActionKind::kRecvBackward) {
+          peak = std::max(peak, ++held);
+        }
+      }
+      for (size_t j = i; j < end; ++j) held -= actions[j].kind == ActionKind::kSendBackward;
+      i = end;
+      continue;
+    }
+    if (actions[i].kind == ActionKind::kForward && !first) --held;
+    if (actions[i].kind == ActionKind::kBackward) {
+      if (!last) --held;
+      if (!first) peak = std::max(peak, ++held);
+    }
+    ++i;
+  }
+  return peak;
+}
+
 int64_t OneFOneBInFlight(int num_stages, int stage, int64_t num_micro_batches) {
   return std::min<int64_t>(num_stages - stage, num_micro_batches);
 }

@@ -79,6 +79,12 @@ Status CheckSchedule(const Schedule& schedule);
 // The largest number of micro-batches whose forward has run and backward has not, on stage i
 // (activations held at once); computed from the list.
 int64_t InFlightMicroBatches(const Schedule& schedule, int stage);
+// The largest number of activation-sized (b, T, C) transfer buffers stage i's executor holds at
+// once (parallel/stage_executor.cc keeps a pool of that many): a RecvForward's buffer from its
+// batch until the forward has consumed it, a RecvBackward's until the backward has, and on every
+// stage but the first a copy of each backward's input gradient until its SendBackward's batch
+// completes (the received gradient is released before the copy is taken). Computed from the list.
+int64_t PipelineBuffersHeld(const Schedule& schedule, int stage);
 // Closed form for 1F1B: min(p - i, m) (Narayanan et al. SC'21).
 int64_t OneFOneBInFlight(int num_stages, int stage, int64_t num_micro_batches);
 

@@ -11,13 +11,24 @@ bool StageHoldsLayer(const StagePlan& stage, int64_t layer, int64_t num_blocks) 
   return stage.first_block <= layer - 1 && layer - 1 < stage.end_block();
 }
 
-LayerParams LayerParamsPerTpRank(const ModelSpec& model, int64_t layer, int tp) {
+std::vector<LayerTensor> LayerTensorsPerTpRank(const ModelSpec& model, int64_t layer, int tp) {
   const int64_t c = model.hidden;
   const int64_t v = model.vocab_size;
-  if (layer == 0) return LayerParams{0, v * c};
-  if (layer == model.num_blocks + 1) return LayerParams{0, c + v * c};
-  const int64_t norms = 2 * c;
-  return LayerParams{(model.BlockParams() - norms) / tp, norms};
+  if (layer == 0) return {{v * c, false}};
+  if (layer == model.num_blocks + 1) return {{c, false}, {v * c, false}};
+  const int64_t q = model.num_heads * model.head_size() / tp;
+  const int64_t kv = model.num_kv_heads * model.head_size() / tp;
+  const int64_t f = model.ffn_hidden / tp;
+  return {{c, false},     {q * c, true}, {kv * c, true}, {kv * c, true}, {c * q, true},
+          {c, false},     {f * c, true}, {f * c, true},  {c * f, true}};
+}
+
+LayerParams LayerParamsPerTpRank(const ModelSpec& model, int64_t layer, int tp) {
+  LayerParams out;
+  for (const LayerTensor& t : LayerTensorsPerTpRank(model, layer, tp)) {
+    (t.sharded ? out.sharded : out.replicated) += t.elements;
+  }
+  return out;
 }
 
 int64_t StageParamsPerTpRank(const ModelSpec& model, int64_t num_blocks, bool has_embedding,

@@ -36,6 +36,14 @@ struct LayerParams {
   int64_t total() const { return sharded + replicated; }
 };
 LayerParams LayerParamsPerTpRank(const ModelSpec& model, int64_t layer, int tp);
+// The same layer tensor by tensor, in the order model/parameters.h lays them out (embedding;
+// a block's input norm, q, k, v, o, post-attention norm, gate, up, down; final norm, LM head):
+// ZeRO-1 chunks a layer's flattened tensors in this order (parallel/zero1.cc).
+struct LayerTensor {
+  int64_t elements = 0;  // on one TP rank
+  bool sharded = false;  // split over the TP ranks
+};
+std::vector<LayerTensor> LayerTensorsPerTpRank(const ModelSpec& model, int64_t layer, int tp);
 // Parameters one TP rank of a stage holds: the sum over the stage's layers.
 int64_t StageParamsPerTpRank(const ModelSpec& model, int64_t num_blocks, bool has_embedding,
                              bool has_head, int tp);
