@@ -143,5 +143,21 @@ TEST(ScheduleTest, CheckerFindsDeadlock) {
   EXPECT_TRUE(CheckSchedule(s).ok()) << CheckSchedule(s).message();
 }
 
+// Transfer buffers by hand from the lists (p = 3, m = 4; `motley schedule -p 3 -m 4`): a batch
+// that receives while it sends a gradient holds both until it completes ("SB0 RB1" on the middle
+// stage; "SB0 RF1" on 1F1B's last stage, whose GPipe list sends SB0 alone); the first stage
+// holds one received gradient at a time.
+TEST(ScheduleTest, PipelineBuffersHeldFollowTheExecutorsPool) {
+  const Schedule one = Build(PipelineSchedule::k1F1B, 3, 4);
+  EXPECT_EQ(PipelineBuffersHeld(one, 0), 1);
+  EXPECT_EQ(PipelineBuffersHeld(one, 1), 2);
+  EXPECT_EQ(PipelineBuffersHeld(one, 2), 2);
+  const Schedule gpipe = Build(PipelineSchedule::kGPipe, 3, 4);
+  EXPECT_EQ(PipelineBuffersHeld(gpipe, 0), 1);
+  EXPECT_EQ(PipelineBuffersHeld(gpipe, 1), 2);
+  EXPECT_EQ(PipelineBuffersHeld(gpipe, 2), 1);
+  EXPECT_EQ(PipelineBuffersHeld(Build(PipelineSchedule::k1F1B, 1, 4), 0), 0);
+}
+
 }  // namespace
 }  // namespace motley::sched
