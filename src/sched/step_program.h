@@ -4,7 +4,8 @@
 // (parallel/grad_sync.cc), the predictor times it op by op (perf/predict_step.cc; the simulator
 // reuses that walk after its own pipeline replay), and `motley schedule --step` prints it
 // (docs/formats/step-program.md). The recording test (tests/parallel/step_program_record_test.cc)
-// checks that the runtime's communicator calls equal it entry for entry.
+// and tests/parallel/mpi_step_program_record_test.cc (under mpiexec) check that the runtime's
+// communicator calls equal it entry for entry.
 //
 // A non-idle rank runs, in this order:
 //   zero-grads; pipeline (its stage's action list, sched/schedule.h, without step actions);

@@ -1,0 +1,212 @@
+// The recording test's pieces, shared by the threads test (step_program_record_test.cc) and the
+// mpiexec test (mpi_step_program_record_test.cc): a communicator that logs every split and
+// collective below the runtime, what a rank's step program says it logs, and the comparison.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "comm/communicator.h"
+#include "parallel_test_util.h"
+#include "sched/step_program.h"
+
+namespace motley::parallel::recording {
+
+// One logged call: a split (child size and this rank's rank in it; -1, -1 when it joins none) or
+// a collective (bytes of the tensor passed in, group size).
+struct Call {
+  std::string kind;
+  int64_t a = 0;
+  int64_t b = 0;
+  bool operator==(const Call& o) const { return kind == o.kind && a == o.a && b == o.b; }
+};
+
+inline std::string ToString(const std::vector<Call>& calls) {
+  std::string out;
+  for (const Call& c : calls) out += fmt::format("{}({}, {}) ", c.kind, c.a, c.b);
+  return out;
+}
+
+// Where a rank's calls go: `current` is switched from the set-up log to the step log; calls on a
+// communicator marked `ignored` (the TP group) are not logged.
+struct Log {
+  std::vector<Call> setup;
+  std::vector<Call> step;
+  std::vector<Call>* current = &setup;
+};
+
+// Forwards every call to `inner` and logs splits and collectives (not point-to-point).
+class RecordingCommunicator final : public comm::Communicator {
+ public:
+  RecordingCommunicator(std::unique_ptr<comm::Communicator> inner, Log* log, bool ignored,
+                        bool is_world)
+      : inner_(std::move(inner)), log_(log), ignored_(ignored), is_world_(is_world) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::string& name() const override { return inner_->name(); }
+  Status AllReduce(tensor::Tensor& data, comm::ReduceOp op) override {
+    Add("allreduce", static_cast<int64_t>(data.bytes()));
+    return inner_->AllReduce(data, op);
+  }
+  Status ReduceScatter(tensor::Tensor& out, const tensor::Tensor& in,
+                       const std::vector<int64_t>& counts, comm::ReduceOp op) override {
+    Add("reducescatter", static_cast<int64_t>(in.bytes()));
+    return inner_->ReduceScatter(out, in, counts, op);
+  }
+  Status AllGather(tensor::Tensor& out, const tensor::Tensor& in,
+                   const std::vector<int64_t>& counts) override {
+    Add("allgather", static_cast<int64_t>(in.bytes()));
+    return inner_->AllGather(out, in, counts);
+  }
+  Status Broadcast(tensor::Tensor& data, int root) override {
+    Add("broadcast", static_cast<int64_t>(data.bytes()));
+    return inner_->Broadcast(data, root);
+  }
+  Status Send(const tensor::Tensor& data, int peer, int tag) override {
+    return inner_->Send(data, peer, tag);
+  }
+  Status Recv(tensor::Tensor& data, int peer, int tag) override {
+    return inner_->Recv(data, peer, tag);
+  }
+  Result<comm::Request> ISend(const tensor::Tensor& data, int peer, int tag) override {
+    return inner_->ISend(data, peer, tag);
+  }
+  Result<comm::Request> IRecv(tensor::Tensor& data, int peer, int tag) override {
+    return inner_->IRecv(data, peer, tag);
+  }
+  Status Wait(comm::Request& request) override { return inner_->Wait(request); }
+  Status Barrier() override { return inner_->Barrier(); }
+  void Abort(const std::string& reason) override { inner_->Abort(reason); }
+  Result<std::unique_ptr<comm::Communicator>> Split(int color, int key) override {
+    MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> child, inner_->Split(color, key));
+    // The world's first split is the TP group's (ParallelRank::Create): logged, its calls not.
+    const bool tp = is_world_ && splits_++ == 0;
+    if (!ignored_ && !tp) {
+      log_->current->push_back(child == nullptr ? Call{"split", -1, -1}
+                                                : Call{"split", child->size(), child->rank()});
+    }
+    if (child == nullptr) return child;
+    return std::unique_ptr<comm::Communicator>(
+        std::make_unique<RecordingCommunicator>(std::move(child), log_, ignored_ || tp, false));
+  }
+
+ private:
+  void Add(const char* kind, int64_t bytes) {
+    if (!ignored_) log_->current->push_back(Call{kind, bytes, inner_->size()});
+  }
+  std::unique_ptr<comm::Communicator> inner_;
+  Log* log_;
+  bool ignored_;
+  bool is_world_;
+  int splits_ = 0;
+};
+
+// What rank `r`'s step program says it logs: the set-up's layer splits, the step's collectives.
+inline Log Expected(const sched::StepProgram& program, int r, int64_t num_layers) {
+  Log want;
+  const sched::RankStep& rs = program.ranks[static_cast<size_t>(r)];
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    Call split{"split", -1, -1};
+    for (const sched::StepOp& op : rs.ops) {
+      if (op.layer != layer || (op.kind != sched::StepOpKind::kLayerAllReduce &&
+                                op.kind != sched::StepOpKind::kLayerReduceScatter)) {
+        continue;
+      }
+      const sched::Collective& c = program.collectives[static_cast<size_t>(op.collective)];
+      const auto q = std::find(c.members.begin(), c.members.end(), r) - c.members.begin();
+      split = Call{"split", static_cast<int64_t>(c.members.size()), q};
+    }
+    want.setup.push_back(split);
+  }
+  for (const sched::StepOp& op : rs.ops) {
+    if (!sched::IsCollective(op.kind) || sched::IsBetweenSteps(op.kind)) continue;
+    const sched::Collective& c = program.collectives[static_cast<size_t>(op.collective)];
+    const auto q = static_cast<size_t>(std::find(c.members.begin(), c.members.end(), r) -
+                                       c.members.begin());
+    const char* kind = op.kind == sched::StepOpKind::kLayerReduceScatter ? "reducescatter"
+                       : op.kind == sched::StepOpKind::kLayerAllGather   ? "allgather"
+                                                                         : "allreduce";
+    want.step.push_back(Call{kind, c.InputBytes(q), static_cast<int64_t>(c.members.size())});
+  }
+  return want;
+}
+
+// One rank's differences from the program ("" when equal).
+inline std::string CompareRank(const Log& log, const sched::StepProgram& program, int r,
+                               int64_t num_layers) {
+  std::string out;
+  const Log want = Expected(program, r, num_layers);
+  if (log.setup != want.setup) {
+    out += fmt::format("rank {} set-up: logged {}, program {}\n", r, ToString(log.setup),
+                       ToString(want.setup));
+  }
+  if (log.step != want.step) {
+    out += fmt::format("rank {} step: logged {}, program {}\n", r, ToString(log.step),
+                       ToString(want.step));
+  }
+  return out;
+}
+
+inline sched::StepProgram ProgramOf(const spec::Plan& plan, const std::vector<int>& world_devices) {
+  sched::StepProgramOptions options;
+  options.world_devices = world_devices;
+  Result<sched::StepProgram> program =
+      sched::BuildStepProgram(plan, testing::TinyModel(), options);
+  EXPECT_TRUE(program.ok()) << program.status().message();
+  return program.ok() ? *program : sched::StepProgram{};
+}
+
+// Plans both tests record (the tiny 4-block model, devices as noted).
+inline spec::Plan Zero1(spec::Plan plan) {
+  plan.optimizer_sharding = spec::OptimizerSharding::kZero1;
+  return plan;
+}
+inline spec::Plan GPipe(spec::Plan plan) {
+  plan.schedule = spec::PipelineSchedule::kGPipe;
+  return plan;
+}
+
+// Two TP-2 pipelines of two stages with uneven splits, on devices 0-7.
+inline spec::Plan UniformTpUneven() {
+  return testing::MakePlan(
+      {testing::Pipeline({testing::Stage(0, 2, true, false, {0, 1}), testing::Stage(2, 2, false, true, {2, 3})}, 2, 1),
+       testing::Pipeline({testing::Stage(0, 1, true, false, {4, 5}), testing::Stage(1, 3, false, true, {6, 7})}, 2, 1)},
+      "uniform-tp-uneven");
+}
+// Three replicas of TP degrees 2, 1 + 2 and 1 + 1 on devices 0-6.
+inline spec::Plan MixedThreeReplicas() {
+  return testing::MakePlan({testing::Pipeline({testing::Stage(0, 4, true, true, {4, 5})}, 2, 1),
+                   testing::Pipeline({testing::Stage(0, 2, true, false, {0}), testing::Stage(2, 2, false, true, {3, 2})}, 2,
+                            1),
+                   testing::Pipeline({testing::Stage(0, 3, true, false, {1}), testing::Stage(3, 1, false, true, {6})}, 2, 1)},
+                  "mixed-three");
+}
+// TP 2 -> 1 and 1 -> 1 -> 2 (parallel_rank_test's mixed plan) on devices 0-2, 4-7.
+inline spec::Plan MixedDepths() {
+  return testing::MakePlan(
+      {testing::Pipeline({testing::Stage(0, 3, true, false, {0, 1}), testing::Stage(3, 1, false, true, {2})}, 3, 2),
+       testing::Pipeline({testing::Stage(0, 1, true, false, {4}), testing::Stage(1, 2, false, false, {5}),
+                 testing::Stage(3, 1, false, true, {6, 7})},
+                3, 2)},
+      "mixed-depths");
+}
+// Two pipelines of two TP-1 stages on devices 0-3.
+inline spec::Plan TwoByTwo() {
+  return testing::MakePlan(
+      {testing::Pipeline({testing::Stage(0, 2, true, false, {0}), testing::Stage(2, 2, false, true, {1})}, 3, 2),
+       testing::Pipeline({testing::Stage(0, 2, true, false, {2}), testing::Stage(2, 2, false, true, {3})}, 3, 2)},
+      "dp2-pp2");
+}
+// Three single-stage replicas (uneven ZeRO-1 chunks: 9,280 / 3 is not whole).
+inline spec::Plan ThreeReplicas() {
+  return testing::MakePlan({testing::Pipeline({testing::Stage(0, 4, true, true, {0})}, 2, 2),
+                   testing::Pipeline({testing::Stage(0, 4, true, true, {1})}, 2, 2),
+                   testing::Pipeline({testing::Stage(0, 4, true, true, {2})}, 2, 2)},
+                  "dp3");
+}
+
+}  // namespace motley::parallel::recording
