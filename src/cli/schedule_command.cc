@@ -50,7 +50,7 @@ int RunStepProgram(const ScheduleArgs& args) {
   if (!valid.ok()) return Fail("schedule", valid.WithContext(args.plan_path));
   sched::StepProgramOptions options;
   options.link_reports = args.link_reports;
-  auto program = sched::BuildStepProgram(*plan, run->model, options);
+  auto program = sched::BuildStepProgram(*plan, run->model, run->train.seq_len, options);
   Status checked = program.ok() ? sched::CheckStepProgram(*program) : program.status();
   if (!checked.ok()) return Fail("schedule", checked.WithContext(args.plan_path));
   int64_t layer_collectives = 0;

@@ -26,7 +26,8 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
   sched::StepProgramOptions program_options;
   program_options.world_devices = layout.devices();
   MOTLEY_ASSIGN_OR_RETURN(const sched::StepProgram program,
-                          sched::BuildStepProgram(layout.plan(), model, program_options));
+                          sched::BuildStepProgram(layout.plan(), model, train.seq_len,
+                                                    program_options));
 
   // TP group: one color per (pipeline, stage) with more than one device.
   int color = comm::kUndefinedColor;

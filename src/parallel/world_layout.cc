@@ -102,11 +102,13 @@ const std::vector<int>& WorldLayout::stage_ranks(int p, int s) const {
 }
 
 namespace {
-// Receiver j of a stage of degree d_recv is served by sender (j mod d_send).
+// The ranks of `receivers` (a stage, in TP-rank order) that a sender of TP rank sender_tp of a
+// stage of degree sender_degree serves (spec::BoundaryReceivers).
 std::vector<int> Served(const std::vector<int>& receivers, int sender_tp, int sender_degree) {
   std::vector<int> out;
-  for (size_t j = 0; j < receivers.size(); ++j) {
-    if (static_cast<int>(j) % sender_degree == sender_tp) out.push_back(receivers[j]);
+  for (int j : spec::BoundaryReceivers(sender_tp, sender_degree,
+                                       static_cast<int>(receivers.size()))) {
+    out.push_back(receivers[static_cast<size_t>(j)]);
   }
   return out;
 }
@@ -116,7 +118,7 @@ int WorldLayout::ForwardSource(int r) const {
   const RankInfo& me = rank(r);
   if (me.stage == 0) return -1;
   const std::vector<int>& prev = stage_ranks(me.pipeline, me.stage - 1);
-  return prev[static_cast<size_t>(me.tp_rank) % prev.size()];
+  return prev[static_cast<size_t>(spec::BoundaryPeer(me.tp_rank, static_cast<int>(prev.size())))];
 }
 
 std::vector<int> WorldLayout::ForwardDestinations(int r) const {
@@ -129,7 +131,7 @@ int WorldLayout::BackwardSource(int r) const {
   const RankInfo& me = rank(r);
   if (me.stage + 1 >= pipeline_of(r).num_stages()) return -1;
   const std::vector<int>& next = stage_ranks(me.pipeline, me.stage + 1);
-  return next[static_cast<size_t>(me.tp_rank) % next.size()];
+  return next[static_cast<size_t>(spec::BoundaryPeer(me.tp_rank, static_cast<int>(next.size())))];
 }
 
 std::vector<int> WorldLayout::BackwardDestinations(int r) const {

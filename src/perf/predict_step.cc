@@ -83,7 +83,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
   // The step program over the plan's devices (world rank r drives the r-th smallest device).
   sched::StepProgramOptions program_options;
   program_options.with_actions = false;  // the pipeline phase walks its own schedule
-  Result<sched::StepProgram> built = sched::BuildStepProgram(plan, model_, program_options);
+  Result<sched::StepProgram> built = sched::BuildStepProgram(plan, model_, train_.seq_len, program_options);
   MOTLEY_CHECK(built.ok(), built.status().message());
   const sched::StepProgram& program = *built;
   const size_t n = program.ranks.size();

@@ -64,7 +64,7 @@ struct Holding {
 }  // namespace
 
 Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSpec& model,
-                                     const StepProgramOptions& options) {
+                                     int64_t seq_len, const StepProgramOptions& options) {
   StepProgram program;
   program.schedule = plan.schedule;
   program.zero1 = plan.optimizer_sharding == spec::OptimizerSharding::kZero1;
@@ -99,6 +99,29 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
         rs.tp_rank = static_cast<int>(j);
         rs.tp_degree = stage.tp_degree;
         if (options.with_actions) rs.actions = schedule.stages[i];
+        rs.message_bytes = 4 * pipe.micro_batch_size * seq_len * model.hidden;
+      }
+    }
+    // Peers over each stage boundary (spec/plan_topology.h), as world ranks.
+    auto rank_at = [&](const spec::StagePlan& stage, int tp) {
+      return rank_of_device.at(stage.devices[static_cast<size_t>(tp)]);
+    };
+    for (size_t i = 0; i + 1 < pipe.stages.size(); ++i) {
+      const spec::StagePlan& a = pipe.stages[i];
+      const spec::StagePlan& b = pipe.stages[i + 1];
+      for (int x = 0; x < a.tp_degree; ++x) {
+        RankStep& sender = program.ranks[static_cast<size_t>(rank_at(a, x))];
+        for (int j : spec::BoundaryReceivers(x, a.tp_degree, b.tp_degree)) {
+          sender.forward_destinations.push_back(rank_at(b, j));
+        }
+        sender.backward_source = rank_at(b, spec::BoundaryPeer(x, b.tp_degree));
+      }
+      for (int j = 0; j < b.tp_degree; ++j) {
+        RankStep& receiver = program.ranks[static_cast<size_t>(rank_at(b, j))];
+        receiver.forward_source = rank_at(a, spec::BoundaryPeer(j, a.tp_degree));
+        for (int x : spec::BoundaryReceivers(j, b.tp_degree, a.tp_degree)) {
+          receiver.backward_destinations.push_back(rank_at(a, x));
+        }
       }
     }
   }
@@ -281,6 +304,23 @@ std::string StepProgramToString(const StepProgram& program, int64_t max_actions)
                                  : rs.actions.size();
         for (size_t a = 0; a < shown; ++a) out += " " + ActionToString(rs.actions[a]);
         if (shown < rs.actions.size()) out += fmt::format(" ... ({} more)", rs.actions.size() - shown);
+        auto list = [](const std::vector<int>& ranks) {
+          std::string l = "[";
+          for (size_t q = 0; q < ranks.size(); ++q) l += fmt::format("{}{}", q == 0 ? "" : " ", ranks[q]);
+          return l + "]";
+        };
+        std::vector<std::string> peers;
+        if (rs.forward_source >= 0) peers.push_back(fmt::format("from {}", rs.forward_source));
+        if (!rs.forward_destinations.empty()) peers.push_back("to " + list(rs.forward_destinations));
+        if (rs.backward_source >= 0) peers.push_back(fmt::format("gradients from {}", rs.backward_source));
+        if (!rs.backward_destinations.empty()) {
+          peers.push_back("gradients to " + list(rs.backward_destinations));
+        }
+        if (!peers.empty()) {
+          out += " (";
+          for (size_t q = 0; q < peers.size(); ++q) out += (q == 0 ? "" : "; ") + peers[q];
+          out += fmt::format("; {} B)", rs.message_bytes);
+        }
       } else if (!IsCollective(op.kind)) {
         out += fmt::format(" {}", op.elements);
       } else {

@@ -98,6 +98,15 @@ struct RankStep {
   int tp_degree = 1;
   bool idle() const { return pipeline < 0; }
   std::vector<Action> actions;  // the pipeline op's action list; empty when idle
+  // Pipeline peers, world ranks (spec::BoundaryPeer, BoundaryReceivers): the sender of this
+  // rank's activations (-1 on a first stage) and the receivers of its own; the sender of its
+  // output gradient (-1 on a last stage) and the receivers of its input gradient. A send action
+  // sends one message to each receiver, a receive action takes one from the sender.
+  int forward_source = -1;
+  std::vector<int> forward_destinations;
+  int backward_source = -1;
+  std::vector<int> backward_destinations;
+  int64_t message_bytes = 0;  // one activation or gradient: micro_batch_size * seq_len * hidden f32
   std::vector<StepOp> ops;      // in execution order
 };
 
@@ -120,11 +129,12 @@ struct StepProgramOptions {
   bool with_actions = true;
 };
 
-// Builds the program of one step of `plan` (structurally valid: spec::ValidatePlan) for `model`.
+// Builds the program of one step of `plan` (structurally valid: spec::ValidatePlan) for `model`
+// at sequence length `seq_len`.
 // Errors when a world is given that lacks a device of the plan, or when a pipeline's schedule
 // cannot be built.
 Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSpec& model,
-                                     const StepProgramOptions& options = {});
+                                     int64_t seq_len, const StepProgramOptions& options = {});
 
 // Checks the program's own consistency: every collective's members list it exactly once, at
 // ascending positions in their op lists, with its members ascending; chunks sum to the buffer.
@@ -134,7 +144,7 @@ Status CheckStepProgram(const StepProgram& program);
 // Human-readable listing, a block per rank (docs/formats/step-program.md), e.g.
 //   rank 1 (device 1): pipeline 0 stage 1, tp 0 of 1
 //     zero-grads 3328
-//     pipeline RF0 F0 B0 SB0
+//     pipeline RF0 F0 B0 SB0 (from 0; gradients to [0]; 4096 B)
 //     all-reduce layer 3 [1 3] 4224 B
 // `max_actions` caps the actions printed per pipeline op (then "... (N more)"); 0: all.
 std::string StepProgramToString(const StepProgram& program, int64_t max_actions = 0);

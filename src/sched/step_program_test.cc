@@ -48,7 +48,7 @@ spec::Plan TwoByTwo() {
 }
 
 StepProgram Build(const spec::Plan& plan, const StepProgramOptions& options = {}) {
-  Result<StepProgram> p = BuildStepProgram(plan, Model(), options);
+  Result<StepProgram> p = BuildStepProgram(plan, Model(), 16, options);
   EXPECT_TRUE(p.ok()) << p.status().message();
   if (!p.ok()) return {};
   const Status check = CheckStepProgram(*p);
@@ -150,6 +150,30 @@ TEST(StepProgramTest, MixedTpDegreesSumFullSizeBuffers) {
   EXPECT_EQ(p.ranks[1].ops[2 + 6].elements, 4 * (kBlock - 64) / 2);
 }
 
+// Peers over a TP 2 -> TP 1 -> TP 2 pipeline (spec::BoundaryPeer, BoundaryReceivers): only TP
+// rank 0 sends to the single rank, which sends gradients back to both; it sends its output to
+// both ranks of the next stage, of which only TP rank 0 sends the gradient back.
+TEST(StepProgramTest, PipelinePeersAcrossDifferentTpDegrees) {
+  spec::Plan plan;
+  plan.pipelines = {Pipe({Stage(0, 2, true, false, {0, 1}), Stage(2, 1, false, false, {2}),
+                          Stage(3, 1, false, true, {3, 4})})};
+  const StepProgram p = Build(plan);
+  EXPECT_EQ(p.ranks[0].forward_destinations, (std::vector<int>{2}));
+  EXPECT_TRUE(p.ranks[1].forward_destinations.empty());
+  EXPECT_EQ(p.ranks[0].backward_source, 2);
+  EXPECT_EQ(p.ranks[1].backward_source, 2);
+  EXPECT_EQ(p.ranks[2].forward_source, 0);
+  EXPECT_EQ(p.ranks[2].backward_destinations, (std::vector<int>{0, 1}));
+  EXPECT_EQ(p.ranks[2].forward_destinations, (std::vector<int>{3, 4}));
+  EXPECT_EQ(p.ranks[2].backward_source, 3);
+  EXPECT_EQ(p.ranks[4].forward_source, 2);
+  EXPECT_TRUE(p.ranks[4].backward_destinations.empty());
+  EXPECT_EQ(p.ranks[3].backward_destinations, (std::vector<int>{2}));
+  EXPECT_EQ(p.ranks[0].forward_source, -1);
+  EXPECT_EQ(p.ranks[4].backward_source, -1);
+  EXPECT_EQ(p.ranks[0].message_bytes, 4 * 16 * 32);
+}
+
 TEST(StepProgramTest, LinkReportsWidenTheMetrics) {
   StepProgramOptions options;
   options.link_reports = true;
@@ -161,7 +185,7 @@ TEST(StepProgramTest, LinkReportsWidenTheMetrics) {
 TEST(StepProgramTest, BuildRejectsADeviceOutsideTheWorld) {
   StepProgramOptions options;
   options.world_devices = {0, 1, 2};
-  Result<StepProgram> p = BuildStepProgram(TwoByTwo(), Model(), options);
+  Result<StepProgram> p = BuildStepProgram(TwoByTwo(), Model(), 16, options);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("device 3"), std::string::npos) << p.status().message();
 }
@@ -184,7 +208,7 @@ TEST(StepProgramTest, PrintsOneBlockPerRank) {
   const std::string text = StepProgramToString(Build(TwoByTwo()), 3);
   EXPECT_NE(text.find("rank 1 (device 1): pipeline 0 stage 1, tp 0 of 1\n"
                       "  zero-grads 26784\n"
-                      "  pipeline RF0 F0 B0 ... (5 more)\n"
+                      "  pipeline RF0 F0 B0 ... (5 more) (from 0; gradients to [0]; 2048 B)\n"
                       "  all-reduce layer 3 [1 3] 37120 B\n"),
             std::string::npos)
       << text;

@@ -39,6 +39,16 @@ int64_t StageParamsPerTpRank(const ModelSpec& model, int64_t num_blocks, bool ha
   return params;
 }
 
+int BoundaryPeer(int tp_rank, int other_degree) { return tp_rank % other_degree; }
+
+std::vector<int> BoundaryReceivers(int sender_tp, int sender_degree, int receiver_degree) {
+  std::vector<int> out;
+  for (int j = 0; j < receiver_degree; ++j) {
+    if (j % sender_degree == sender_tp) out.push_back(j);
+  }
+  return out;
+}
+
 std::vector<int> PlanDevices(const Plan& plan) {
   std::vector<int> devices;
   for (const PipelinePlan& pipe : plan.pipelines) {

@@ -51,6 +51,18 @@ int64_t StageParamsPerTpRank(const ModelSpec& model, int64_t num_blocks, bool ha
 // The devices the plan uses, ascending and distinct: world rank r drives the r-th.
 std::vector<int> PlanDevices(const Plan& plan);
 
+// Pipeline transfers between consecutive stages of one pipeline (parallel/world_layout.h and the
+// step program read this): activations and gradients are replicated on every TP rank of a stage,
+// so TP rank j of the receiving stage takes its activation from TP rank BoundaryPeer(j, d_send)
+// of the sender, and each sender sends to every receiver it so serves (BoundaryReceivers). A
+// sender of TP rank i takes its output gradient from TP rank BoundaryPeer(i, d_recv) of the next
+// stage, which sends its input gradient to every sender it so serves.
+// The TP rank of the other stage that TP rank `tp_rank` exchanges with: tp_rank mod other_degree.
+int BoundaryPeer(int tp_rank, int other_degree);
+// The TP ranks of a stage of degree receiver_degree that sender TP rank sender_tp (of a stage of
+// degree sender_degree) sends to: j with j mod sender_degree == sender_tp.
+std::vector<int> BoundaryReceivers(int sender_tp, int sender_degree, int receiver_degree);
+
 // One data-parallel gradient group of one layer.
 struct LayerGroup {
   int64_t layer = 0;

@@ -2,14 +2,15 @@
 // wrapped around each rank's world logs every Split and every collective of ParallelRank::Create
 // and one ParallelRank::Step, on threads, and each rank's log equals, entry for entry, its
 // RankStep: one split per gradient layer (the group's size and the rank's place in it, or none),
-// then the step's collectives in order (kind, bytes in, group size): layer all-reduces or ZeRO-1
-// reduce-scatters, the world's loss-norm all-reduce, ZeRO-1 all-gathers. Fifteen plans: uniform
+// then the step's messages in order: the pipeline's sends and receives (bytes, peer) as its
+// action list and peers say, and the collectives (kind, bytes in, group size): layer all-reduces
+// or ZeRO-1 reduce-scatters, the world's loss-norm all-reduce, ZeRO-1 all-gathers. Fifteen plans: uniform
 // and mixed TP degrees, uneven stages, GPipe, ZeRO-1 (uneven chunks, mixed groups, idle rank), an
 // idle rank in a world larger than the plan, a single pipeline. A mutated program (one collective
 // dropped, one byte count changed) fails the comparison.
-// Not recorded here: the pipeline's point-to-point messages and the TP group's collectives inside
-// forward and backward (the program lists the action list, not the TP calls), and the metrics
-// all-gather and plan agreement, which the training loop sends between steps.
+// Not recorded here: the TP group's collectives inside forward and backward (the program lists
+// the action list, not the TP calls), and the metrics all-gather and plan agreement, which the
+// training loop sends between steps.
 #include <memory>
 #include <string>
 #include <thread>

@@ -16,8 +16,9 @@
 
 namespace motley::parallel::recording {
 
-// One logged call: a split (child size and this rank's rank in it; -1, -1 when it joins none) or
-// a collective (bytes of the tensor passed in, group size).
+// One logged call: a split (child size and this rank's rank in it; -1, -1 when it joins none), a
+// collective (bytes of the tensor passed in, group size) or a point-to-point message on the
+// world (bytes, peer).
 struct Call {
   std::string kind;
   int64_t a = 0;
@@ -39,7 +40,8 @@ struct Log {
   std::vector<Call>* current = &setup;
 };
 
-// Forwards every call to `inner` and logs splits and collectives (not point-to-point).
+// Forwards every call to `inner` and logs splits, collectives and non-blocking point-to-point
+// messages (the pipeline's; blocking Send/Recv are not part of a step).
 class RecordingCommunicator final : public comm::Communicator {
  public:
   RecordingCommunicator(std::unique_ptr<comm::Communicator> inner, Log* log, bool ignored,
@@ -73,9 +75,11 @@ class RecordingCommunicator final : public comm::Communicator {
     return inner_->Recv(data, peer, tag);
   }
   Result<comm::Request> ISend(const tensor::Tensor& data, int peer, int tag) override {
+    if (!ignored_) log_->current->push_back(Call{"isend", static_cast<int64_t>(data.bytes()), peer});
     return inner_->ISend(data, peer, tag);
   }
   Result<comm::Request> IRecv(tensor::Tensor& data, int peer, int tag) override {
+    if (!ignored_) log_->current->push_back(Call{"irecv", static_cast<int64_t>(data.bytes()), peer});
     return inner_->IRecv(data, peer, tag);
   }
   Status Wait(comm::Request& request) override { return inner_->Wait(request); }
@@ -123,6 +127,30 @@ inline Log Expected(const sched::StepProgram& program, int r, int64_t num_layers
     want.setup.push_back(split);
   }
   for (const sched::StepOp& op : rs.ops) {
+    if (op.kind == sched::StepOpKind::kPipeline) {  // its messages, in action order
+      for (const sched::Action& a : rs.actions) {
+        switch (a.kind) {
+          case sched::ActionKind::kSendForward:
+            for (int dst : rs.forward_destinations) {
+              want.step.push_back(Call{"isend", rs.message_bytes, dst});
+            }
+            break;
+          case sched::ActionKind::kRecvForward:
+            want.step.push_back(Call{"irecv", rs.message_bytes, rs.forward_source});
+            break;
+          case sched::ActionKind::kSendBackward:
+            for (int dst : rs.backward_destinations) {
+              want.step.push_back(Call{"isend", rs.message_bytes, dst});
+            }
+            break;
+          case sched::ActionKind::kRecvBackward:
+            want.step.push_back(Call{"irecv", rs.message_bytes, rs.backward_source});
+            break;
+          default: break;
+        }
+      }
+      continue;
+    }
     if (!sched::IsCollective(op.kind) || sched::IsBetweenSteps(op.kind)) continue;
     const sched::Collective& c = program.collectives[static_cast<size_t>(op.collective)];
     const auto q = static_cast<size_t>(std::find(c.members.begin(), c.members.end(), r) -
@@ -155,7 +183,7 @@ inline sched::StepProgram ProgramOf(const spec::Plan& plan, const std::vector<in
   sched::StepProgramOptions options;
   options.world_devices = world_devices;
   Result<sched::StepProgram> program =
-      sched::BuildStepProgram(plan, testing::TinyModel(), options);
+      sched::BuildStepProgram(plan, testing::TinyModel(), testing::TinyTrain(1).seq_len, options);
   EXPECT_TRUE(program.ok()) << program.status().message();
   return program.ok() ? *program : sched::StepProgram{};
 }
