@@ -77,7 +77,6 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
   pred.stages.resize(np);
   pred.pipeline_time_s.resize(np);
   pred.peak_memory_per_type.assign(cluster_.device_types.size(), 0.0);
-  const DpGroups dp = ComputeDpGroups(plan, link_rates);
   const NicSharers sharers = CountNicSharers(plan);
 
   // The step program over the plan's devices (world rank r drives the r-th smallest device).
@@ -401,7 +400,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     }
   }
   if (n > 0) pred.exposed_dp_s = std::max(0.0, pred.iteration_s - optimizer_s[last] - pred.pipeline_s);
-  FillMemoryAndRates(plan, dp, program, &pred);
+  FillMemoryAndRates(plan, program, &pred);
   return pred;
 }
 

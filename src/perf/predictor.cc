@@ -11,14 +11,8 @@
 // T - sum_{j<i} (b_j + c_j). GPipe: the forward and backward phases each have their own
 // bottleneck: T = sum_i (f_i + b_i) + 2 sum_j c_j + (m-1) (max_i (f_i + c..) + max_i (b_i + c..)).
 //
-// Data-parallel groups (ComputeDpGroups, used for the planner's estimates, ZeRO-1 sharding and
-// memory; Predict runs the runtime's per-layer groups): the global union of all pipelines' stage
-// boundaries cuts the blocks into
-// segments; each segment's group is the set of stages (one per pipeline) holding it, and its
-// gradients (per TP rank: params / min tp of the group) are all-reduced over the first devices of
-// those stages (AllReduceOver). A stage syncs its segments one after another, after every
-// stage of those groups has finished its last backward. Embedding and head are segments of their
-// own.
+// Data-parallel groups: Predict times the step program's per-layer collectives
+// (sched/step_program.h); the memory estimate's ZeRO-1 degree is read from the same program.
 #include "perf/predictor.h"
 
 #include <algorithm>
@@ -189,113 +183,6 @@ Seconds Predictor::OptimizerTime(int device_type, double params_per_device, doub
   return rate * compute_.OptimizerStep(device_type, params_per_device);
 }
 
-Predictor::DpGroups Predictor::ComputeDpGroups(const spec::Plan& plan,
-                                               const LinkRates& links) const {
-  DpGroups out;
-  const size_t np = plan.pipelines.size();
-  out.sync_s.resize(np);
-  out.min_group_size.resize(np);
-  out.stage_segments.resize(np);
-  std::vector<int64_t> cuts = {0, model_.num_blocks};
-  for (size_t k = 0; k < np; ++k) {
-    const spec::PipelinePlan& pipe = plan.pipelines[k];
-    out.sync_s[k].assign(pipe.stages.size(), 0.0);
-    out.min_group_size[k].assign(pipe.stages.size(), static_cast<int64_t>(np));
-    out.stage_segments[k].resize(pipe.stages.size());
-    for (const spec::StagePlan& st : pipe.stages) cuts.push_back(st.first_block);
-  }
-  std::sort(cuts.begin(), cuts.end());
-  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-  // Index of the stage holding block `blk` in a pipeline (stages are in block order).
-  auto stage_holding = [](const spec::PipelinePlan& pipe, int64_t blk) {
-    auto it = std::upper_bound(pipe.stages.begin(), pipe.stages.end(), blk,
-                               [](int64_t v, const spec::StagePlan& st) { return v < st.first_block; });
-    while (it != pipe.stages.begin()) {
-      --it;
-      if (blk >= it->first_block && blk < it->end_block()) {
-        return static_cast<int>(it - pipe.stages.begin());
-      }
-      if (it->num_blocks > 0) break;
-    }
-    return -1;
-  };
-  // The runtime all-reduces each layer's gradients on its own (parallel/grad_sync.cc): a segment
-  // of n blocks pays n all-reduces of one block's gradients (n latencies), not one of n blocks.
-  std::vector<double> layers_of_segment;
-  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
-    layers_of_segment.push_back(static_cast<double>(cuts[c + 1] - cuts[c]));
-    DpSegment seg;
-    seg.params = static_cast<double>(cuts[c + 1] - cuts[c]) * static_cast<double>(model_.BlockParams());
-    for (size_t k = 0; k < np; ++k) {
-      const int i = stage_holding(plan.pipelines[k], cuts[c]);
-      if (i >= 0) seg.holders.emplace_back(static_cast<int>(k), i);
-    }
-    out.segments.push_back(std::move(seg));
-  }
-  for (int which = 0; which < 2; ++which) {  // embedding, head
-    DpSegment seg;
-    seg.params = static_cast<double>(which == 0 ? model_.EmbeddingParams() : model_.HeadParams());
-    for (size_t k = 0; k < np; ++k) {
-      const auto& stages = plan.pipelines[k].stages;
-      for (size_t i = 0; i < stages.size(); ++i) {
-        if (which == 0 ? stages[i].has_embedding : stages[i].has_head) {
-          seg.holders.emplace_back(static_cast<int>(k), static_cast<int>(i));
-        }
-      }
-    }
-    out.segments.push_back(std::move(seg));
-  }
-  const double grad_bytes = GradientElementBytes(settings_);
-  std::map<std::pair<std::vector<int>, double>, Seconds> cache;
-  for (size_t si = 0; si < out.segments.size(); ++si) {
-    DpSegment& seg = out.segments[si];
-    if (seg.holders.empty()) continue;
-    std::vector<int> reps;
-    int min_tp = std::numeric_limits<int>::max();
-    int max_tp = 0;
-    for (const auto& [k, i] : seg.holders) {
-      const spec::StagePlan& st =
-          plan.pipelines[static_cast<size_t>(k)].stages[static_cast<size_t>(i)];
-      reps.push_back(st.devices.front());
-      min_tp = std::min(min_tp, st.tp_degree);
-      max_tp = std::max(max_tp, st.tp_degree);
-    }
-    // One layer's gradients on a TP rank of the smallest degree (spec::LayerParamsPerTpRank: the
-    // embedding and head are whole on every TP rank, a block's weights split).
-    const bool blocks = si < layers_of_segment.size();
-    const double layers = blocks ? layers_of_segment[si] : 1.0;
-    const int64_t layer =
-        blocks ? 1 : (si == layers_of_segment.size() ? 0 : model_.num_blocks + 1);
-    const Bytes bytes =
-        static_cast<double>(spec::LayerParamsPerTpRank(model_, layer, min_tp).total()) * grad_bytes;
-    if (reps.size() > 1) {
-      std::vector<int> key = reps;
-      std::sort(key.begin(), key.end());
-      // Uniform holders: their TP colours all-reduce at once, through the same nodes (mixed
-      // degrees: one group, spec/plan_topology.h).
-      const int colours = min_tp == max_tp ? min_tp : 1;
-      std::vector<int> sharers(cluster_.nodes.size(), 0);
-      for (int d : reps) sharers[static_cast<size_t>(cluster_.device(d).node)] = colours;
-      key.push_back(-colours);
-      auto it = cache.find({key, bytes});
-      if (it == cache.end()) {
-        it = cache.emplace(std::make_pair(key, bytes), AllReduceOver(reps, bytes, links, sharers))
-                 .first;
-      }
-      seg.sync_s = layers * it->second;
-    }
-    for (const auto& [k, i] : seg.holders) {
-      const auto ks = static_cast<size_t>(k);
-      const auto is = static_cast<size_t>(i);
-      out.sync_s[ks][is] += seg.sync_s;
-      out.min_group_size[ks][is] =
-          std::min(out.min_group_size[ks][is], static_cast<int64_t>(seg.holders.size()));
-      out.stage_segments[ks][is].push_back(static_cast<int>(si));
-    }
-  }
-  return out;
-}
-
 Seconds Predictor::AllReduceOver(const std::vector<int>& devices, Bytes bytes,
                                  const LinkRates& links,
                                  const std::vector<int>& nic_sharers) const {
@@ -381,8 +268,8 @@ int64_t LargestZero1Segment(const spec::ModelSpec& model, const sched::StepProgr
 
 }  // namespace
 
-void Predictor::FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp,
-                                   const sched::StepProgram& program, Prediction* pred) const {
+void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProgram& program,
+                                   Prediction* pred) const {
   Bytes worst_mem_excess = 0;
   const bool runtime = RunsAsTheRuntime();
   std::map<int, int> rank_of_device;
@@ -405,7 +292,23 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp,
       in.micro_batch_size = pipe.micro_batch_size;
       in.seq_len = train_.seq_len;
       in.in_flight = sched::InFlightMicroBatches(*schedule, static_cast<int>(i));
-      in.dp_degree = dp.min_group_size[k][i];
+      // ZeRO-1's sharding degree for the estimate: the smallest over the stage's layers (1 where
+      // a layer is not sharded: held alone, or mixed TP degrees).
+      in.dp_degree = 0;
+      for (int device : st.devices) {
+        const sched::RankStep& rs = program.ranks[static_cast<size_t>(rank_of_device.at(device))];
+        int64_t sharded_layers = 0;
+        for (const sched::StepOp& op : rs.ops) {
+          if (op.kind != sched::StepOpKind::kLayerReduceScatter) continue;
+          ++sharded_layers;
+          const auto members = static_cast<int64_t>(
+              program.collectives[static_cast<size_t>(op.collective)].members.size());
+          in.dp_degree = in.dp_degree == 0 ? members : std::min(in.dp_degree, members);
+        }
+        const int64_t held = st.num_blocks + (st.has_embedding ? 1 : 0) + (st.has_head ? 1 : 0);
+        if (sharded_layers < held) in.dp_degree = 1;
+      }
+      in.dp_degree = std::max<int64_t>(in.dp_degree, 1);
       in.recompute = st.recompute;
       in.sharding = plan.optimizer_sharding;
       if (runtime) {

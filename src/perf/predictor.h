@@ -153,20 +153,6 @@ class Predictor {
   Bytes ActivationMessageBytes(int64_t micro_batch_size) const;
   // Optimizer step of a stage's devices (memory-bound: bytes touched per parameter / bandwidth).
   Seconds OptimizerTime(int device_type, double params_per_device, double rate) const;
-  // Data-parallel groups of a plan (see predictor.cc): segments of layers with the stages holding
-  // them, the all-reduce time of each, and per stage its segments and total sync time.
-  struct DpSegment {
-    double params = 0;                        // parameters of the segment (whole, not per rank)
-    std::vector<std::pair<int, int>> holders;  // (pipeline, stage)
-    Seconds sync_s = 0;                        // all-reduce time of the segment's gradients
-  };
-  struct DpGroups {
-    std::vector<DpSegment> segments;
-    std::vector<std::vector<std::vector<int>>> stage_segments;  // [pipeline][stage] -> segments
-    std::vector<std::vector<Seconds>> sync_s;                   // [pipeline][stage]
-    std::vector<std::vector<int64_t>> min_group_size;  // smallest group over the stage's segments
-  };
-  DpGroups ComputeDpGroups(const spec::Plan& plan, const LinkRates& links = {}) const;
 
   const spec::ClusterSpec& cluster() const { return cluster_; }
   const spec::ModelSpec& model() const { return model_; }
@@ -179,8 +165,8 @@ class Predictor {
   // In the runtime's configuration (RunsAsTheRuntime) the memory is RuntimeRankMemory of each
   // stage's largest rank, from `program` (the step program PredictWith walked); else the
   // StageMemoryPerDevice estimate.
-  void FillMemoryAndRates(const spec::Plan& plan, const DpGroups& dp,
-                          const sched::StepProgram& program, Prediction* pred) const;
+  void FillMemoryAndRates(const spec::Plan& plan, const sched::StepProgram& program,
+                          Prediction* pred) const;
   // fp32 with unfused attention and no sequence parallelism: what motley's runtime runs, whose
   // tensors RuntimeRankMemory counts exactly.
   bool RunsAsTheRuntime() const;

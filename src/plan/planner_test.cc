@@ -8,6 +8,7 @@
 #include "core/sanitized_build.h"
 #include "plan/test_util.h"
 #include "sim/simulator.h"
+#include "spec/plan_topology.h"
 
 namespace motley::plan {
 namespace {
@@ -59,13 +60,10 @@ TEST(PlannerTest, KeepsDataParallelTrafficInsideIslands) {
   ASSERT_TRUE(report.ok()) << report.status().message();
   const spec::Plan& best = report->best.plan;
   // Every data-parallel group (stages holding the same blocks) lies inside one island.
-  const perf::Predictor::DpGroups groups = w->predictor->ComputeDpGroups(best);
-  for (const auto& seg : groups.segments) {
+  for (const spec::LayerGroup& g : spec::DataParallelGroups(best, w->model.num_blocks)) {
     std::set<int> islands;
-    for (const auto& [k, i] : seg.holders) {
-      islands.insert(w->cluster.device(best.pipelines[static_cast<size_t>(k)].stages[static_cast<size_t>(i)].devices.front()).island);
-    }
-    EXPECT_LE(islands.size(), 1u) << best.comment;
+    for (int d : g.devices) islands.insert(w->cluster.device(d).island);
+    EXPECT_LE(islands.size(), 1u) << best.comment << " (layer " << g.layer << ")";
   }
   // And it beats the placement that puts each pipeline in one island (DP over the WAN).
   spec::UniformPlanOptions u;
