@@ -1,86 +1,28 @@
-// The memory model against the runtime's own tensors: each of the 17 plans of pvr_plans.h, and two
-// with activation recompute (full, selective and none per stage; GPipe with full), trains
-// two steps with one EmulatedBackend per rank (ranks as threads), and each rank's peak of live
-// device bytes, as its backend counts every allocation, must be within 2% of the predictor's
-// memory for that rank's stage (perf/memory_model.h, the same per-stage figure `motley predict`
-// prints and the planner checks against device memory). Bytes, not time: nothing here depends on
-// the machine's speed.
+// The memory model against the runtime's own tensors: each of the 17 plans of pvr_plans.h, and
+// two with activation recompute (full, selective and none per stage; GPipe with full), trains two
+// steps with one EmulatedBackend per rank (ranks as threads, ../parallel/emulated_ranks.h), and
+// each rank's peak of live device bytes, as its backend counts every allocation, must be within 2%
+// of the predictor's memory for that rank's stage (perf/memory_model.h RuntimeRankMemory, the
+// per-stage figure `motley predict` prints). Bytes, not time: nothing here depends on the
+// machine's speed.
 #include <cmath>
 #include <cstdio>
-#include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "backend/emulated/emulated_backend.h"
-#include "comm/local_world.h"
-#include "parallel/parallel_rank.h"
 #include "parallel/world_layout.h"
 #include "perf/emulated_compute_model.h"
 #include "perf/predictor.h"
 #include "perf/settings.h"
+#include "../parallel/emulated_ranks.h"
 #include "pvr_plans.h"
-#include "train/batch_sampler.h"
-#include "train/dataset.h"
 
 namespace motley::testing {
 namespace {
 
 constexpr int64_t kSteps = 2;
-
-// Each rank's peak live bytes over `kSteps` steps of `plan`.
-std::vector<int64_t> MeasurePeaks(const spec::RunFile& run, const spec::Plan& plan) {
-  auto layout = parallel::WorldLayout::Build(plan);
-  EXPECT_TRUE(layout.ok()) << layout.status().message();
-  auto data = train::LoadTokenSplits(run.train.data, run.model.vocab_size, run.train.seq_len);
-  EXPECT_TRUE(data.ok()) << data.status().message();
-  if (!layout.ok() || !data.ok()) return {};
-  backend::SetBlasThreads(1);
-  auto world = comm::LocalWorld::Create(layout->size());
-  std::vector<int64_t> peaks(static_cast<size_t>(layout->size()), 0);
-  std::vector<Status> status(peaks.size());
-  std::vector<std::thread> threads;
-  for (int r = 0; r < layout->size(); ++r) {
-    threads.emplace_back([&, r] {
-      auto fail = [&](const Status& s) {
-        status[static_cast<size_t>(r)] = s;
-        world->Abort(s.message());
-      };
-      auto comm = world->Connect(r);
-      if (!comm.ok()) return fail(comm.status());
-      VirtualClock clock;
-      const spec::DeviceType& type = run.cluster.device_type_of(layout->rank(r).device);
-      auto backend = backend::EmulatedBackend::Create(type, &clock, r, 1);
-      if (!backend.ok()) return fail(backend.status());
-      auto rank =
-          parallel::ParallelRank::Create(*layout, r, run.model, run.train, **backend, **comm);
-      if (!rank.ok()) return fail(rank.status());
-      const auto& slices = layout->samples()[static_cast<size_t>((*rank)->info().pipeline)];
-      const int64_t begin = slices.front().begin;
-      const int64_t count = static_cast<int64_t>(slices.size()) * slices.front().count;
-      const int64_t t = run.train.seq_len;
-      std::vector<int32_t> inputs(static_cast<size_t>(count * t)), targets(inputs.size());
-      for (int64_t step = 1; step <= kSteps; ++step) {
-        const auto offsets =
-            train::TrainBatchOffsets(run.train.seed, step - 1, layout->global_batch(), t,
-                                     static_cast<int64_t>(data->train.size()));
-        train::GatherSamples(
-            data->train,
-            std::span<const int64_t>(offsets.data() + begin, static_cast<size_t>(count)), t, inputs,
-            targets);
-        auto result = (*rank)->Step(step, inputs, targets);
-        if (!result.ok()) return fail(result.status());
-      }
-      if (!(*backend)->memory_status().ok()) return fail((*backend)->memory_status());
-      peaks[static_cast<size_t>(r)] = (*backend)->peak_bytes();
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const Status& s : status) EXPECT_TRUE(s.ok()) << s.message();
-  return peaks;
-}
 
 TEST(MemoryVsRuntimeTest, EachRanksPeakIsWithinTwoPercentOfThePrediction) {
   const spec::RunFile run = TinyRunOn(kTwoSpeedYaml, kSteps);
@@ -108,7 +50,8 @@ TEST(MemoryVsRuntimeTest, EachRanksPeakIsWithinTwoPercentOfThePrediction) {
   gpipe_full.SetRecompute(spec::Recompute::kFull);
   plans.push_back(gpipe_full);
   for (const spec::Plan& plan : plans) {
-    const std::vector<int64_t> peaks = MeasurePeaks(run, plan);
+    std::vector<int64_t> peaks;
+    for (const RankCounts& c : RunEmulated(run, plan, kSteps)) peaks.push_back(c.peak_bytes);
     auto layout = parallel::WorldLayout::Build(plan);
     ASSERT_TRUE(layout.ok());
     ASSERT_EQ(peaks.size(), static_cast<size_t>(layout->size())) << plan.source;
