@@ -14,18 +14,7 @@ namespace {
 
 using spec::test_util::Stage;
 
-spec::ModelSpec Model() {
-  spec::ModelSpec m;
-  m.name = "tiny4";
-  m.num_blocks = 4;
-  m.hidden = 32;
-  m.num_heads = 4;
-  m.num_kv_heads = 2;
-  m.ffn_hidden = 64;
-  m.vocab_size = 256;
-  m.max_seq_len = 16;
-  return m;
-}
+spec::ModelSpec Model() { return spec::test_util::TinyFourBlockModel(); }
 
 constexpr int64_t kBlock = 9280;
 constexpr int64_t kEmbedding = 8192;

@@ -27,20 +27,8 @@
 
 namespace motley::testing {
 
-// L=4 so that pipelines can split blocks unevenly; NH=4, NKV=2, F=64 so that TP 2 splits heads,
-// kv heads and F; V=256 (byte tokens) and T=16 keep a step at a few milliseconds.
-inline spec::ModelSpec TinyModel() {
-  spec::ModelSpec m;
-  m.name = "tiny4";
-  m.num_blocks = 4;
-  m.hidden = 32;
-  m.num_heads = 4;
-  m.num_kv_heads = 2;
-  m.ffn_hidden = 64;
-  m.vocab_size = 256;
-  m.max_seq_len = 16;
-  return m;
-}
+// The tiny 4-block model (spec/plan_test_util.h).
+inline spec::ModelSpec TinyModel() { return spec::test_util::TinyFourBlockModel(); }
 
 inline spec::TrainSpec TinyTrain(int64_t steps) {
   spec::TrainSpec t;
