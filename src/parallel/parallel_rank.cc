@@ -71,15 +71,14 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
     }
     r->optimizer_->SetExternallyUpdated(sharded);
   }
-  sched::ScheduleOptions sched_options;
-  sched_options.with_step_actions = true;
-  const spec::PipelinePlan& pipe = layout.pipeline_of(rank);
-  MOTLEY_ASSIGN_OR_RETURN(r->schedule_, sched::BuildSchedule(layout.plan().schedule,
-                                                             pipe.num_stages(), pipe.micro_batches,
-                                                             sched_options));
-  r->executor_ = std::make_unique<StageExecutor>(
-      layout, rank, *r->stage_, world, r->tp_.get(),
-      r->schedule_.stages[static_cast<size_t>(me.stage)], train.seq_len, options.clock);
+  // The stage's action list from the step program, then the step's DP sync and optimizer (the
+  // executor's hooks run the program's collectives through grad_sync_).
+  std::vector<sched::Action> actions = program.ranks[static_cast<size_t>(rank)].actions;
+  actions.push_back(sched::Action{sched::ActionKind::kDpSync, -1});
+  actions.push_back(sched::Action{sched::ActionKind::kOptimizerStep, -1});
+  r->executor_ = std::make_unique<StageExecutor>(layout, rank, *r->stage_, world, r->tp_.get(),
+                                                 std::move(actions), train.seq_len,
+                                                 options.clock);
   return r;
 }
 

@@ -90,7 +90,6 @@ class ParallelRank {
   model::Stage& stage() { return *stage_; }
   // The stage's parameters (values, gradients, AdamW moments); nullptr on an idle rank.
   model::ParameterSet* params() { return stage_ != nullptr ? &stage_->params() : nullptr; }
-  const sched::Schedule& schedule() const { return schedule_; }
 
  private:
   ParallelRank(const WorldLayout& layout, int rank, const spec::TrainSpec& train,
@@ -113,7 +112,6 @@ class ParallelRank {
   std::unique_ptr<model::Stage> stage_;
   std::unique_ptr<model::Optimizer> optimizer_;
   std::unique_ptr<GradientSync> grad_sync_;
-  sched::Schedule schedule_;
   std::unique_ptr<StageExecutor> executor_;
 };
 
