@@ -586,6 +586,31 @@ TEST_F(CliTest, SchedulePrintsOneLinePerStage) {
   EXPECT_NE(gpipe.out.find(": 3 3"), std::string::npos) << gpipe.out;
 }
 
+// Interleaved 1F1B: one line per device, chunks named after the micro-batch ("F0c1"), the
+// in-flight (micro-batch, chunk) pairs per device; refused micro-batch counts name the nearest.
+TEST_F(CliTest, ScheduleInterleavedPrintsChunksPerDevice) {
+  Outcome o = Run("schedule -p 2 -m 4 --kind interleaved --chunks 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("2 device(s) x 2 model chunks (4 virtual stages)"), std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("device 0: F0 SF0 F1 SF1 RF0c1 F0c1"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("pairs in flight per device (each holds one chunk's activations): 5 3"),
+            std::string::npos)
+      << o.out;
+  Outcome odd = Run("schedule -p 2 -m 5 --kind interleaved --chunks 2");
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_NE(odd.err.find("a multiple of 2 micro-batches, or fewer than 4; got 5 (the nearest: 4 "
+                         "or 6)"),
+            std::string::npos)
+      << odd.err;
+  Outcome no_chunks = Run("schedule -p 2 -m 4 --kind interleaved");
+  EXPECT_EQ(no_chunks.exit_code, 2);
+  EXPECT_NE(no_chunks.err.find("needs --chunks V"), std::string::npos) << no_chunks.err;
+  Outcome stray = Run("schedule -p 2 -m 4 --chunks 2");
+  EXPECT_EQ(stray.exit_code, 2);
+  EXPECT_NE(stray.err.find("--chunks goes with --kind interleaved"), std::string::npos);
+}
+
 // motley profile measures the tiny model on this CPU and writes a profile that motley predict
 // reads; its help lists the options.
 TEST_F(CliTest, ProfileWritesAFileThePredictorReads) {

@@ -1,7 +1,9 @@
-// `motley schedule`: prints the per-stage action lists of one pipeline's schedule (src/sched), as
-// the runtime and the simulator both interpret them, after checking them for completeness and
-// deadlock freedom; with `RUN.yaml --plan PLAN.json --step`, the whole step program of a plan
-// (sched/step_program.h, docs/formats/step-program.md) after checking it.
+// `motley schedule`: prints the per-stage action lists of one pipeline's schedule (src/sched:
+// 1F1B, GPipe, interleaved 1F1B), as the runtime and the simulator both interpret them, after
+// checking them for completeness and deadlock freedom; with `RUN.yaml --plan PLAN.json --step`, the
+// whole step program of a plan (sched/step_program.h, docs/formats/step-program.md) after checking
+// it.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -23,6 +25,7 @@ struct ScheduleArgs {
   int stages = 0;  // 0: not given
   int64_t micro_batches = 0;
   std::string kind = "1f1b";
+  int chunks = 0;  // --chunks V (interleaved only); 0: not given
   // --step: the whole step program of a plan on a run's cluster and model.
   bool step = false;
   std::string run_path;
@@ -57,8 +60,8 @@ int RunStepProgram(const ScheduleArgs& args) {
   for (const sched::Collective& c : program->collectives) layer_collectives += c.layer >= 0;
   fmt::print("step program of {} ({} schedule{}): {} ranks, {} collectives ({} of layers)\n",
              args.plan_path, spec::PipelineScheduleName(plan->schedule),
-             program->zero1 ? ", ZeRO-1" : "", program->ranks.size(),
-             program->collectives.size(), layer_collectives);
+             program->zero1 ? ", ZeRO-1" : "", program->ranks.size(), program->collectives.size(),
+             layer_collectives);
   fmt::print("{}", sched::StepProgramToString(*program, args.max_actions));
   return 0;
 }
@@ -86,21 +89,54 @@ int RunSchedule(const ScheduleArgs& args) {
                                 "passes to print",
                                 args.stages, args.micro_batches, kMaxScheduleActions));
   }
+  const bool interleaved = args.kind == "interleaved";
+  if (interleaved && args.chunks == 0) {
+    return Fail("schedule", Err(StatusCode::kInvalidArgument,
+                                "--kind interleaved needs --chunks V (model chunks per device, at "
+                                "least 2)"));
+  }
+  if (!interleaved && args.chunks != 0) {
+    return Fail("schedule",
+                Err(StatusCode::kInvalidArgument, "--chunks goes with --kind interleaved"));
+  }
+  if (static_cast<int64_t>(args.stages) * args.micro_batches * std::max(args.chunks, 1) >
+      kMaxScheduleActions) {
+    return Fail("schedule", Err(StatusCode::kInvalidArgument,
+                                "--stages {} * --micro-batches {} * --chunks {} is more than {} "
+                                "micro-batch passes to print",
+                                args.stages, args.micro_batches, args.chunks, kMaxScheduleActions));
+  }
   const spec::PipelineSchedule kind =
       args.kind == "gpipe" ? spec::PipelineSchedule::kGPipe : spec::PipelineSchedule::k1F1B;
-  auto schedule = sched::BuildSchedule(kind, args.stages, args.micro_batches);
+  sched::ScheduleOptions options;
+  options.chunks = interleaved ? args.chunks : 1;
+  auto schedule = sched::BuildSchedule(kind, args.stages, args.micro_batches, options);
   Status status = schedule.ok() ? sched::CheckSchedule(*schedule) : schedule.status();
   if (!status.ok()) {
     return Fail("schedule", status);
   }
-  fmt::print("{} schedule, {} stage(s), {} micro-batch(es)\n", spec::PipelineScheduleName(kind),
-             args.stages, args.micro_batches);
+  if (interleaved) {
+    fmt::print(
+        "interleaved 1f1b schedule, {} device(s) x {} model chunks ({} virtual stages), "
+        "{} micro-batch(es)\n",
+        args.stages, args.chunks, schedule->num_virtual_stages(), args.micro_batches);
+  } else {
+    fmt::print("{} schedule, {} stage(s), {} micro-batch(es)\n", spec::PipelineScheduleName(kind),
+               args.stages, args.micro_batches);
+  }
   fmt::print("{}", sched::ScheduleToString(*schedule));
   std::string in_flight;
   for (int i = 0; i < args.stages; ++i) {
     in_flight += fmt::format("{}{}", i == 0 ? "" : " ", sched::InFlightMicroBatches(*schedule, i));
   }
-  fmt::print("\nmicro-batches in flight per stage (activations held at once): {}\n", in_flight);
+  if (interleaved) {
+    fmt::print(
+        "\n(micro-batch, chunk) pairs in flight per device (each holds one chunk's "
+        "activations): {}\n",
+        in_flight);
+  } else {
+    fmt::print("\nmicro-batches in flight per stage (activations held at once): {}\n", in_flight);
+  }
   return 0;
 }
 
@@ -119,9 +155,16 @@ void AddScheduleCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--micro-batches,-m", args->micro_batches, "Micro-batches per step M")
       ->check(IntRange(1, kMaxScheduleActions))
       ->type_name("M");
-  cmd->add_option("--kind", args->kind, "Schedule kind: 1f1b (default) or gpipe")
-      ->check(OneOf({"1f1b", "gpipe"}))
-      ->type_name("1f1b|gpipe");
+  cmd->add_option("--kind", args->kind,
+                  "Schedule kind: 1f1b (default), gpipe, or interleaved (1F1B over --chunks "
+                  "model chunks per device; micro-batches a multiple of the stages, or fewer "
+                  "than twice them)")
+      ->check(OneOf({"1f1b", "gpipe", "interleaved"}))
+      ->type_name("1f1b|gpipe|interleaved");
+  cmd->add_option("--chunks", args->chunks,
+                  "With --kind interleaved: model chunks V per device (virtual stages P * V)")
+      ->check(IntRange(2, 1024))
+      ->type_name("V");
   cmd->add_option("run", args->run_path, "Run file (with --step): its cluster and model")
       ->type_name("RUN.yaml");
   cmd->add_option("--plan", args->plan_path, "Plan file (with --step)")->type_name("PLAN.json");
@@ -135,6 +178,7 @@ void AddScheduleCommand(CLI::App& app, int& exit_code) {
       ->type_name("N");
   SetExamples(cmd, {"motley schedule --stages 4 --micro-batches 8",
                     "motley schedule -p 2 -m 3 --kind gpipe",
+                    "motley schedule -p 4 -m 8 --kind interleaved --chunks 2",
                     "motley schedule examples/runs/hetero-4.yaml --plan "
                     "examples/plans/hetero-4-balanced.json --step"});
   cmd->callback([args, &exit_code] { exit_code = RunSchedule(*args); });
