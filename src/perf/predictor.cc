@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -267,6 +268,83 @@ int64_t LargestZero1Segment(const spec::ModelSpec& model, const sched::StepProgr
 }
 
 }  // namespace
+
+Bytes Predictor::StageMemoryForPlanning(const StageMemoryInput& in,
+                                        spec::PipelineSchedule schedule) const {
+  if (!RunsAsTheRuntime()) return StageMemoryPerDevice(model_, in, settings_).total();
+  RankTensorsInput r;
+  r.num_blocks = in.num_blocks;
+  r.has_embedding = in.has_embedding;
+  r.has_head = in.has_head;
+  r.tp = in.tp;
+  r.micro_batch_size = in.micro_batch_size;
+  r.seq_len = in.seq_len;
+  r.recompute = in.recompute;
+  r.activation_slots = in.in_flight;
+  // sched::PipelineBuffersHeld of 1F1B and GPipe lists: none on a single stage, one on the
+  // first, two in the middle, and on the last two (1F1B) or one (GPipe).
+  const bool single = in.has_embedding && in.has_head;
+  r.transfer_buffers = single            ? 0
+                       : in.has_embedding ? 1
+                       : in.has_head && schedule == spec::PipelineSchedule::kGPipe ? 1
+                                                                                  : 2;
+  const int64_t params =
+      spec::StageParamsPerTpRank(model_, in.num_blocks, in.has_embedding, in.has_head, in.tp);
+  const bool zero1 = in.sharding == spec::OptimizerSharding::kZero1 && in.dp_degree > 1;
+  r.moment_elements = zero1 ? (params + in.dp_degree - 1) / in.dp_degree : params;
+  if (zero1) {
+    // Gradient layers (spec/plan_topology.h): 0 the embedding, 1..L the blocks, L+1 the head.
+    std::vector<int64_t> layers;
+    if (in.has_embedding) layers.push_back(0);
+    if (in.num_blocks > 0) layers.push_back(1);
+    if (in.has_head) layers.push_back(model_.num_blocks + 1);
+    int64_t largest = 0;
+    for (int64_t layer : layers) {
+      for (const spec::LayerTensor& t : spec::LayerTensorsPerTpRank(model_, layer, in.tp)) {
+        largest = std::max(largest, t.elements);
+      }
+    }
+    r.zero1_segment = (largest + in.dp_degree - 1) / in.dp_degree;
+  }
+  return RuntimeRankMemory(model_, r).total();
+}
+
+Bytes Predictor::RecomputeMemoryChange(const spec::Plan& plan, int pipeline, int stage,
+                                       spec::Recompute to) const {
+  const spec::PipelinePlan& pipe = plan.pipelines[static_cast<size_t>(pipeline)];
+  const spec::StagePlan& st = pipe.stages[static_cast<size_t>(stage)];
+  // The in-flight micro-batches of the schedule's list (sched/schedule.h; the closed forms are
+  // tested equal to the list's count).
+  const int64_t in_flight = plan.schedule == spec::PipelineSchedule::kGPipe
+                                ? pipe.micro_batches
+                                : sched::OneFOneBInFlight(pipe.num_stages(), stage,
+                                                          pipe.micro_batches);
+  auto bytes = [&](spec::Recompute r) -> Bytes {
+    if (RunsAsTheRuntime()) {
+      RankTensorsInput in;
+      in.num_blocks = st.num_blocks;
+      in.has_embedding = st.has_embedding;
+      in.has_head = st.has_head;
+      in.tp = st.tp_degree;
+      in.micro_batch_size = pipe.micro_batch_size;
+      in.seq_len = train_.seq_len;
+      in.recompute = r;
+      in.activation_slots = in_flight;
+      return RuntimeRankMemory(model_, in).total();
+    }
+    StageMemoryInput in;
+    in.num_blocks = st.num_blocks;
+    in.has_embedding = st.has_embedding;
+    in.has_head = st.has_head;
+    in.tp = st.tp_degree;
+    in.micro_batch_size = pipe.micro_batch_size;
+    in.seq_len = train_.seq_len;
+    in.in_flight = in_flight;
+    in.recompute = r;
+    return StageMemoryPerDevice(model_, in, settings_).total();
+  };
+  return bytes(to) - bytes(st.recompute);
+}
 
 void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProgram& program,
                                    Prediction* pred) const {

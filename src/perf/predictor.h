@@ -154,6 +154,20 @@ class Predictor {
   // Optimizer step of a stage's devices (memory-bound: bytes touched per parameter / bandwidth).
   Seconds OptimizerTime(int device_type, double params_per_device, double rate) const;
 
+  // Bytes per device of a stage described by `in`, by the memory model Predict uses: in the
+  // runtime's configuration (RunsAsTheRuntime) RuntimeRankMemory with the 1F1B/GPipe transfer
+  // buffers of the stage's position and AdamW moments of its parameters (divided by dp under
+  // ZeRO-1, the largest tensor's share as the update temporaries), else StageMemoryPerDevice.
+  // The planner's fast check of how many blocks a stage holds; Predict's per-rank figure from
+  // the step program stays the final word (ZeRO-1 chunks may differ by a few elements).
+  Bytes StageMemoryForPlanning(const StageMemoryInput& in, spec::PipelineSchedule schedule) const;
+  // How many bytes more (negative: fewer) one device of stage `stage` of pipeline `pipeline`
+  // holds when the stage's recompute changes from its own to `to`, by the memory model Predict
+  // uses (FillMemoryAndRates); only the activations change. For the planner, which lightens a
+  // stage's recompute where its memory allows without a full prediction per try.
+  Bytes RecomputeMemoryChange(const spec::Plan& plan, int pipeline, int stage,
+                              spec::Recompute to) const;
+
   const spec::ClusterSpec& cluster() const { return cluster_; }
   const spec::ModelSpec& model() const { return model_; }
   const spec::TrainSpec& train() const { return train_; }

@@ -127,7 +127,6 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
     plan.pipelines.push_back(std::move(pipe));
   }
   const perf::Predictor::NicSharers sharers = predictor_.CountNicSharers(plan);
-  const perf::PerfSettings& settings = predictor_.settings();
   const int64_t gpipe_m = (total_m + d - 1) / d;
   std::map<std::string, ShapeSplit> cache;
   std::vector<double> fixed(static_cast<size_t>(d));
@@ -182,7 +181,7 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
         const double cap = cluster.device_types[static_cast<size_t>(u.type)].memory_bytes;
         auto mem = [&](int64_t n) {
           in.num_blocks = n;
-          return perf::StageMemoryPerDevice(model, in, settings).total();
+          return predictor_.StageMemoryForPlanning(in, es.schedule);
         };
         const double m1 = mem(1);
         if (m1 > cap) {
@@ -284,9 +283,36 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
     out.reason = "memory: " + out.prediction.memory_violation;
     return out;
   }
+  if (es.recompute != spec::Recompute::kNone) LightenRecompute(&plan, &out.prediction);
   if (stages_total <= es.polish_max_stages) Polish(&plan, &out.prediction, 50);
   out.feasible = true;
   return out;
+}
+
+void LayoutEvaluator::LightenRecompute(spec::Plan* plan, perf::Prediction* prediction) const {
+  spec::Plan lighter = *plan;
+  bool changed = false;
+  for (size_t k = 0; k < lighter.pipelines.size(); ++k) {
+    for (size_t i = 0; i < lighter.pipelines[k].stages.size(); ++i) {
+      spec::StagePlan& st = lighter.pipelines[k].stages[i];
+      const perf::StagePrediction& sp = prediction->stages[k][i];
+      for (spec::Recompute r : {spec::Recompute::kNone, spec::Recompute::kSelective}) {
+        if (r >= st.recompute) break;
+        const Bytes change = predictor_.RecomputeMemoryChange(
+            *plan, static_cast<int>(k), static_cast<int>(i), r);
+        if (sp.memory.total() + change <= sp.capacity) {
+          st.recompute = r;
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  if (!changed) return;
+  perf::Prediction pred = predictor_.Predict(lighter, rates_, links_);
+  if (!pred.fits_memory || pred.iteration_s > prediction->iteration_s) return;
+  *plan = std::move(lighter);
+  *prediction = std::move(pred);
 }
 
 void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds) const {

@@ -2,9 +2,9 @@
 // it at one micro-batch size and recompute choice: block split per distinct pipeline shape under
 // memory limits (exact min-max of the stage period, then blocks to the fastest stages), micro-
 // batches across pipelines by water-filling (min max_k T_k(m_k), m_k >= stages), then the full
-// predictor; small plans are polished by a local search on the predicted iteration time (moving
-// one block across a boundary or one micro-batch between pipelines). Identical pipelines share
-// one split computation.
+// predictor; then each stage keeps the lightest recompute its memory holds; small plans are
+// polished by a local search on the predicted iteration time (moving one block across a boundary
+// or one micro-batch between pipelines). Identical pipelines share one split computation.
 //
 // Ownership: keeps references to the predictor and the units, which must outlive it. Thread
 // safety: Evaluate() is const and thread-safe.
@@ -41,6 +41,10 @@ class LayoutEvaluator {
   LayoutEval Evaluate(const Layout& layout, const EvalSettings& settings) const;
   // Local search on a complete plan (also used by the re-planner).
   void Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds) const;
+  // Gives each stage the lightest recompute its memory holds (a lighter recompute only saves
+  // time): stages whose devices have room keep fewer recomputed activations than the one choice
+  // the split was made with. Kept when the re-predicted plan fits and is no slower.
+  void LightenRecompute(spec::Plan* plan, perf::Prediction* prediction) const;
 
  private:
   const perf::Predictor& predictor_;

@@ -118,7 +118,8 @@ struct Search {
         Candidate c;
         c.plan = std::move(ev.plan);
         c.prediction = std::move(ev.prediction);
-        c.description = fmt::format("{}, b={}, recompute={}", what, b, spec::RecomputeName(rec));
+        c.description = fmt::format("{}, b={}, recompute={}", what, b,
+                                    spec::RecomputeSummary(c.plan));
         c.plan.comment = "motley planner: " + c.description;
         if (single_type >= 0) {
           per_type_tp[single_type].emplace_back(c.prediction.iteration_s, single_tp);

@@ -1,5 +1,5 @@
-// The memory model against the runtime's own tensors: each of the 17 plans of pvr_plans.h, and
-// two with activation recompute (full, selective and none per stage; GPipe with full), trains two
+// The memory model against the runtime's own tensors: each of the 19 plans of pvr_plans.h (two
+// with activation recompute: full, selective and none per stage; GPipe with full) trains two
 // steps with one EmulatedBackend per rank (ranks as threads, ../parallel/emulated_ranks.h), and
 // each rank's peak of live device bytes, as its backend counts every allocation, must be within 2%
 // of the predictor's memory for that rank's stage (perf/memory_model.h RuntimeRankMemory, the
@@ -31,25 +31,7 @@ TEST(MemoryVsRuntimeTest, EachRanksPeakIsWithinTwoPercentOfThePrediction) {
   const perf::Predictor predictor(run.cluster, run.model, run.train, compute, settings);
   std::printf("%-44s %4s %12s %12s %9s\n", "plan", "rank", "runtime B", "predicted B", "err");
   double worst = 0;
-  std::vector<spec::Plan> plans = Plans();
-  // Recompute per stage (model/stage.h keeps less per micro-batch, one workspace for the stage).
-  spec::Plan mixed_recompute =
-      MakePlan({Pipeline({Stage(0, 3, true, false, {0, 1}), Stage(3, 1, false, true, {4})}, 3, 2),
-                Pipeline({Stage(0, 1, true, false, {2}), Stage(1, 2, false, false, {5}),
-                          Stage(3, 1, false, true, {6, 7})},
-                         3, 2)},
-               "recompute full / selective / none per stage");
-  mixed_recompute.pipelines[0].stages[0].recompute = spec::Recompute::kFull;
-  mixed_recompute.pipelines[0].stages[1].recompute = spec::Recompute::kSelective;
-  mixed_recompute.pipelines[1].stages[0].recompute = spec::Recompute::kSelective;
-  mixed_recompute.pipelines[1].stages[2].recompute = spec::Recompute::kFull;
-  plans.push_back(mixed_recompute);
-  spec::Plan gpipe_full = GPipe(MakePlan(
-      {Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1})}, 4, 3)},
-      "gpipe, full recompute"));
-  gpipe_full.SetRecompute(spec::Recompute::kFull);
-  plans.push_back(gpipe_full);
-  for (const spec::Plan& plan : plans) {
+  for (const spec::Plan& plan : Plans()) {
     std::vector<int64_t> peaks;
     for (const RankCounts& c : RunEmulated(run, plan, kSteps)) peaks.push_back(c.peak_bytes);
     auto layout = parallel::WorldLayout::Build(plan);

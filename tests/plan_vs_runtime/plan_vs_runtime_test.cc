@@ -6,9 +6,9 @@
 // all-gather and plan agreement) as the makespan from the earliest rank's start to the latest
 // rank's end. Predicted: perf::Predictor with perf::EmulatedComputeModel (the same per-op FLOP
 // and byte counts) and DefaultSettings of an emulated cluster (ring collectives, no NIC
-// contention, as the link emulation charges). 17 plans vary pipelines, stages, uneven blocks,
+// contention, as the link emulation charges). 19 plans vary pipelines, stages, uneven blocks,
 // uneven micro-batches, TP (uniform and mixed across replicas and along a pipeline), 1F1B and
-// GPipe, ZeRO-1 (uneven chunks, mixed groups), two device speeds and slow links; both the
+// GPipe, ZeRO-1 (uneven chunks, mixed groups), recompute (per stage; GPipe with full), two device speeds and slow links; both the
 // predictor and the simulator must equal the runtime within 1e-4 relative (both time the step
 // program, sched/step_program.h). Compute is emulated, so this checks the schedule,
 // communication and step model, not a measured profile (bench/predict_vs_measured.sh does that

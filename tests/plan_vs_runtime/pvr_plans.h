@@ -1,4 +1,4 @@
-// The emulated two-speed cluster and the 17 plans that the virtual-clock tests of this folder
+// The emulated two-speed cluster and the 19 plans (two with activation recompute) that the virtual-clock tests of this folder
 // run (plan_vs_runtime_test.cc: step times; memory_vs_runtime_test.cc: peak memory per rank).
 #pragma once
 
@@ -33,6 +33,28 @@ inline spec::Plan Zero1(spec::Plan plan) {
 }
 inline spec::Plan GPipe(spec::Plan plan) {
   plan.schedule = spec::PipelineSchedule::kGPipe;
+  return plan;
+}
+// Recompute per stage (model/stage.h keeps less per micro-batch, one workspace for the stage):
+// full, selective and none over two replicas of different depths and TP degrees.
+inline spec::Plan RecomputePerStage() {
+  spec::Plan plan =
+      MakePlan({Pipeline({Stage(0, 3, true, false, {0, 1}), Stage(3, 1, false, true, {4})}, 3, 2),
+                Pipeline({Stage(0, 1, true, false, {2}), Stage(1, 2, false, false, {5}),
+                          Stage(3, 1, false, true, {6, 7})},
+                         3, 2)},
+               "recompute full / selective / none per stage");
+  plan.pipelines[0].stages[0].recompute = spec::Recompute::kFull;
+  plan.pipelines[0].stages[1].recompute = spec::Recompute::kSelective;
+  plan.pipelines[1].stages[0].recompute = spec::Recompute::kSelective;
+  plan.pipelines[1].stages[2].recompute = spec::Recompute::kFull;
+  return plan;
+}
+inline spec::Plan GPipeFullRecompute() {
+  spec::Plan plan = GPipe(MakePlan(
+      {Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1})}, 4, 3)},
+      "gpipe, full recompute"));
+  plan.SetRecompute(spec::Recompute::kFull);
   return plan;
 }
 
@@ -89,6 +111,8 @@ inline std::vector<spec::Plan> Plans() {
       Zero1(MakePlan({Pipeline({Stage(0, 4, true, true, {0, 1})}, 4, 2),
                       Pipeline({Stage(0, 4, true, true, {4})}, 2, 2)},
                      "zero1 + mixed tp (mixed groups replicated)")),
+      RecomputePerStage(),
+      GPipeFullRecompute(),
   };
 }
 
