@@ -319,29 +319,18 @@ Bytes Predictor::RecomputeMemoryChange(const spec::Plan& plan, int pipeline, int
                                 ? pipe.micro_batches
                                 : sched::OneFOneBInFlight(pipe.num_stages(), stage,
                                                           pipe.micro_batches);
-  auto bytes = [&](spec::Recompute r) -> Bytes {
-    if (RunsAsTheRuntime()) {
-      RankTensorsInput in;
-      in.num_blocks = st.num_blocks;
-      in.has_embedding = st.has_embedding;
-      in.has_head = st.has_head;
-      in.tp = st.tp_degree;
-      in.micro_batch_size = pipe.micro_batch_size;
-      in.seq_len = train_.seq_len;
-      in.recompute = r;
-      in.activation_slots = in_flight;
-      return RuntimeRankMemory(model_, in).total();
-    }
-    StageMemoryInput in;
-    in.num_blocks = st.num_blocks;
-    in.has_embedding = st.has_embedding;
-    in.has_head = st.has_head;
-    in.tp = st.tp_degree;
-    in.micro_batch_size = pipe.micro_batch_size;
-    in.seq_len = train_.seq_len;
-    in.in_flight = in_flight;
+  // Only the activations depend on the recompute: the rest of the two estimates cancel.
+  StageMemoryInput in;
+  in.num_blocks = st.num_blocks;
+  in.has_embedding = st.has_embedding;
+  in.has_head = st.has_head;
+  in.tp = st.tp_degree;
+  in.micro_batch_size = pipe.micro_batch_size;
+  in.seq_len = train_.seq_len;
+  in.in_flight = in_flight;
+  auto bytes = [&](spec::Recompute r) {
     in.recompute = r;
-    return StageMemoryPerDevice(model_, in, settings_).total();
+    return StageMemoryForPlanning(in, plan.schedule);
   };
   return bytes(to) - bytes(st.recompute);
 }
