@@ -6,7 +6,8 @@
 //    no sequence parallelism): tests/plan_vs_runtime/memory_vs_runtime_test.cc holds it to the
 //    emulated backend's count of every allocation;
 //  - StageMemoryPerDevice: an estimate for configurations the runtime does not run (bf16/fp16
-//    mixed precision, fused attention, sequence parallelism) and for the planner's fast checks:
+//    mixed precision, fused attention, sequence parallelism; the planner's fast checks follow
+//    the predictor's choice between the two, Predictor::StageMemoryForPlanning):
 //    weights, gradients, optimizer states (with ZeRO-1 over the data-parallel group), activations
 //    held by the in-flight micro-batches (Korthikanti et al. 2022, Table 2, per recompute choice),
 //    the embedding stage's input activations and the head stage's logits.
