@@ -24,6 +24,7 @@
 
 #include "perf/comm_model.h"
 #include "sched/schedule.h"
+#include "sched/step_program.h"
 #include "spec/plan_topology.h"
 
 namespace motley::perf {
@@ -89,18 +90,18 @@ StageCost Predictor::StageCostOfShape(int device_type, int tp, const spec::LinkC
   if (recompute == spec::Recompute::kSelective) {
     recompute_s = compute_.AttentionRecompute(device_type, tp, b, s);
   }
-  // Megatron TP: two all-reduces of the (b, s, h) activation per block forward and two backward
-  // (with SP: reduce-scatter + all-gather pairs of the same volume); full recompute repeats the
-  // forward's two.
+  // Megatron TP: the step program's all-reduces of one (b, s, h) activation per block (with SP:
+  // reduce-scatter + all-gather pairs of the same volume).
   Seconds tp_ar = 0;
   if (tp > 1 && intra_link != nullptr) {
     tp_ar = RingAllReduceTime(ActivationMessageBytes(b), tp, *intra_link);
   }
+  const sched::TpAllReduces per_block = sched::TpAllReducesPerMicroBatch(1, recompute);
   const double n = static_cast<double>(num_blocks);
   StageCost cost;
-  cost.forward_s = n * (block.forward_s + 2.0 * tp_ar);
-  cost.backward_s = n * (block.backward_s + recompute_s + 2.0 * tp_ar +
-                         (recompute == spec::Recompute::kFull ? 2.0 * tp_ar : 0.0));
+  cost.forward_s = n * (block.forward_s + static_cast<double>(per_block.forward) * tp_ar);
+  cost.backward_s =
+      n * (block.backward_s + recompute_s + static_cast<double>(per_block.backward) * tp_ar);
   if (has_embedding) {
     const PassTimes e = compute_.Embedding(device_type, tp, b, s);
     cost.forward_s += e.forward_s;

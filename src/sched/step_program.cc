@@ -49,6 +49,13 @@ int64_t Collective::InputBytes(size_t q) const {
   return n * element_bytes;
 }
 
+TpAllReduces TpAllReducesPerMicroBatch(int64_t num_blocks, spec::Recompute recompute) {
+  TpAllReduces calls;
+  calls.forward = 2 * num_blocks;
+  calls.backward = (recompute == spec::Recompute::kFull ? 4 : 2) * num_blocks;
+  return calls;
+}
+
 namespace {
 
 // What one rank holds of one layer, and the collective it joins for it.
@@ -100,6 +107,14 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
         rs.tp_degree = stage.tp_degree;
         if (options.with_actions) rs.actions = schedule.stages[i];
         rs.message_bytes = 4 * pipe.micro_batch_size * seq_len * model.hidden;
+        if (stage.tp_degree > 1) {
+          rs.tp_all_reduces = TpAllReducesPerMicroBatch(stage.num_blocks, stage.recompute);
+        }
+      }
+      if (stage.tp_degree > 1) {  // every member's list, once all are known to be in the world
+        std::vector<int> members;
+        for (int device : stage.devices) members.push_back(rank_of_device.at(device));
+        for (int r : members) program.ranks[static_cast<size_t>(r)].tp_members = members;
       }
     }
     // Peers over each stage boundary (spec/plan_topology.h), as world ranks.
@@ -235,6 +250,23 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
 
 Status CheckStepProgram(const StepProgram& program) {
   const size_t nc = program.collectives.size();
+  for (const RankStep& rs : program.ranks) {  // TP groups: every member lists the same group
+    if (rs.tp_members.empty()) continue;
+    const auto at = static_cast<size_t>(rs.tp_rank);
+    if (static_cast<int>(rs.tp_members.size()) != rs.tp_degree || at >= rs.tp_members.size() ||
+        rs.tp_members[at] != rs.rank) {
+      return Err("step program: rank {}: TP group does not list it as TP rank {} of {}", rs.rank,
+                 rs.tp_rank, rs.tp_degree);
+    }
+    for (int r : rs.tp_members) {
+      const RankStep& other = program.ranks.at(static_cast<size_t>(r));
+      if (other.tp_members != rs.tp_members ||
+          other.tp_all_reduces.forward != rs.tp_all_reduces.forward ||
+          other.tp_all_reduces.backward != rs.tp_all_reduces.backward) {
+        return Err("step program: rank {}: TP group differs on member rank {}", rs.rank, r);
+      }
+    }
+  }
   // Where each collective appears on each rank, in order.
   std::vector<std::vector<int>> joined(nc);
   for (const RankStep& rs : program.ranks) {
@@ -341,6 +373,15 @@ std::string StepProgramToString(const StepProgram& program, int64_t max_actions)
         if (c.mixed) out += " (mixed TP, full size)";
       }
       out += "\n";
+      if (op.kind == StepOpKind::kPipeline && !rs.tp_members.empty()) {
+        std::string members;
+        for (size_t q = 0; q < rs.tp_members.size(); ++q) {
+          members += fmt::format("{}{}", q == 0 ? "" : " ", rs.tp_members[q]);
+        }
+        out +=
+            fmt::format("    tp all-reduces [{}]: {} per forward, {} per backward, {} B\n", members,
+                        rs.tp_all_reduces.forward, rs.tp_all_reduces.backward, rs.message_bytes);
+      }
     }
   }
   return out;

@@ -8,7 +8,8 @@
 // communicator calls equal it entry for entry.
 //
 // A non-idle rank runs, in this order:
-//   zero-grads; pipeline (its stage's action list, sched/schedule.h, without step actions);
+//   zero-grads; pipeline (its stage's action list, sched/schedule.h, without step actions; on a
+//   TP group, every forward and backward runs the group's all-reduces, TpAllReducesPerMicroBatch);
 //   per gradient layer it holds, ascending, whose group has 2 or more members: the layer's
 //   all-reduce, or under ZeRO-1 (a uniform group) its reduce-scatter;
 //   grad-norm; loss-norm all-reduce (world); optimizer (whole tensors); per ZeRO-1 layer,
@@ -89,6 +90,18 @@ struct StepOp {
   int64_t elements = 0;
 };
 
+// Tensor-parallel all-reduces (sum, f32, one (b, T, C) activation each) inside one micro-batch's
+// Forward and Backward action on a stage of `num_blocks` blocks and TP degree > 1, in the model's
+// call order (model/tp_group.h, Megatron's f and g): per block 2 in the forward (after o_proj and
+// down_proj) and 2 in the backward (the input gradients of q/k/v and gate/up); full recompute
+// reruns each block's forward inside its backward, 2 more per block. Embedding and head are
+// replicated on every TP rank and communicate nothing. The predictor's stage costs read this.
+struct TpAllReduces {
+  int64_t forward = 0;   // per Forward action
+  int64_t backward = 0;  // per Backward action
+};
+TpAllReduces TpAllReducesPerMicroBatch(int64_t num_blocks, spec::Recompute recompute);
+
 struct RankStep {
   int rank = 0;        // world rank
   int device = 0;      // cluster device id
@@ -107,6 +120,11 @@ struct RankStep {
   int backward_source = -1;
   std::vector<int> backward_destinations;
   int64_t message_bytes = 0;  // one activation or gradient: micro_batch_size * seq_len * hidden f32
+  // Tensor parallelism (tp_degree > 1): the stage's TP group as world ranks in TP-rank order, and
+  // the all-reduces of message_bytes each that every Forward and Backward action runs over it.
+  // Empty and zero without tensor parallelism.
+  std::vector<int> tp_members;
+  TpAllReduces tp_all_reduces;
   std::vector<StepOp> ops;      // in execution order
 };
 
@@ -146,6 +164,8 @@ Status CheckStepProgram(const StepProgram& program);
 //     zero-grads 3328
 //     pipeline RF0 F0 B0 SB0 (from 0; gradients to [0]; 4096 B)
 //     all-reduce layer 3 [1 3] 4224 B
+// A rank of a TP group adds a line under its pipeline op, e.g.
+//       tp all-reduces [2 3]: 4 per forward, 4 per backward, 4096 B
 // `max_actions` caps the actions printed per pipeline op (then "... (N more)"); 0: all.
 std::string StepProgramToString(const StepProgram& program, int64_t max_actions = 0);
 

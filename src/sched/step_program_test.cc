@@ -163,6 +163,35 @@ TEST(StepProgramTest, PipelinePeersAcrossDifferentTpDegrees) {
   EXPECT_EQ(p.ranks[0].message_bytes, 4 * 16 * 32);
 }
 
+// Every TP rank of a stage lists the group (world ranks in TP-rank order) and the all-reduces its
+// forwards and backwards run: 2 per block each way, 2 more per block in a full-recompute backward;
+// a TP-1 stage lists none. The check rejects a group that disagrees between its members.
+TEST(StepProgramTest, TensorParallelGroupsAndTheirAllReducesPerMicroBatch) {
+  spec::Plan plan;
+  plan.pipelines = {Pipe({Stage(0, 3, true, false, {3, 1}), Stage(3, 1, false, true, {2})}),
+                    Pipe({Stage(0, 4, true, true, {0, 4})})};
+  plan.pipelines[0].stages[0].recompute = spec::Recompute::kFull;
+  plan.pipelines[1].stages[0].recompute = spec::Recompute::kSelective;
+  const StepProgram p = Build(plan);
+  EXPECT_EQ(p.ranks[3].tp_members, (std::vector<int>{3, 1}));
+  EXPECT_EQ(p.ranks[1].tp_members, (std::vector<int>{3, 1}));
+  EXPECT_EQ(p.ranks[1].tp_all_reduces.forward, 6);
+  EXPECT_EQ(p.ranks[1].tp_all_reduces.backward, 12);
+  EXPECT_TRUE(p.ranks[2].tp_members.empty());
+  EXPECT_EQ(p.ranks[2].tp_all_reduces.forward, 0);
+  EXPECT_EQ(p.ranks[4].tp_all_reduces.forward, 8);
+  EXPECT_EQ(p.ranks[4].tp_all_reduces.backward, 8);  // selective recomputes no matmul
+  EXPECT_NE(StepProgramToString(p).find("    tp all-reduces [0 4]: 8 per forward, 8 per "
+                                        "backward, 2048 B\n"),
+            std::string::npos);
+
+  StepProgram wrong = p;
+  wrong.ranks[1].tp_all_reduces.backward = 6;
+  const Status s = CheckStepProgram(wrong);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("TP group differs"), std::string::npos) << s.message();
+}
+
 TEST(StepProgramTest, LinkReportsWidenTheMetrics) {
   StepProgramOptions options;
   options.link_reports = true;

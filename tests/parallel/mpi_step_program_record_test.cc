@@ -28,15 +28,11 @@ void ExpectRankFollowsTheProgram(const spec::Plan& plan, const std::vector<int>&
   Result<WorldLayout> layout = WorldLayout::Build(plan, world_devices);
   ASSERT_TRUE(layout.ok()) << layout.status().message();
   Log log;
-  RecordingCommunicator world(std::move(*connected), &log, false, true);
+  RecordingCommunicator world(std::move(*connected), &log, "", true);
   backend::CpuBackend backend(1, r);
   auto rank = ParallelRank::Create(*layout, r, run.model, run.train, backend, world);
   ASSERT_TRUE(rank.ok()) << rank.status().message();
-  std::vector<recording::Call> splits;
-  for (const recording::Call& c : log.setup) {
-    if (c.kind == "split") splits.push_back(c);
-  }
-  log.setup = splits;
+  recording::KeepSetupSplits(log);
   log.current = &log.step;
   int64_t samples = 0;
   if (!layout->rank(r).idle()) samples = layout->pipeline_of(r).samples_per_step();
@@ -62,6 +58,10 @@ TEST(MpiStepProgramRecordTest, ZeroOneUnevenChunks) {  // 3 ranks
 
 TEST(MpiStepProgramRecordTest, MixedTpAcrossPipelinesOfDifferentDepth) {  // 7 ranks
   ExpectRankFollowsTheProgram(recording::MixedDepths(), {0, 1, 2, 4, 5, 6, 7});
+}
+
+TEST(MpiStepProgramRecordTest, TensorParallelismWithRecompute) {  // 4 ranks
+  ExpectRankFollowsTheProgram(recording::TpWithRecompute(), {0, 1, 2, 3});
 }
 
 }  // namespace

@@ -1,16 +1,17 @@
 // The runtime does what the step program says (sched/step_program.h): a recording communicator
 // wrapped around each rank's world logs every Split and every collective of ParallelRank::Create
 // and one ParallelRank::Step, on threads, and each rank's log equals, entry for entry, its
-// RankStep: one split per gradient layer (the group's size and the rank's place in it, or none),
-// then the step's messages in order: the pipeline's sends and receives (bytes, peer) as its
-// action list and peers say, and the collectives (kind, bytes in, group size): layer all-reduces
-// or ZeRO-1 reduce-scatters, the world's loss-norm all-reduce, ZeRO-1 all-gathers. Fifteen plans: uniform
-// and mixed TP degrees, uneven stages, GPipe, ZeRO-1 (uneven chunks, mixed groups, idle rank), an
-// idle rank in a world larger than the plan, a single pipeline. A mutated program (one collective
-// dropped, one byte count changed) fails the comparison.
-// Not recorded here: the TP group's collectives inside forward and backward (the program lists
-// the action list, not the TP calls), and the metrics all-gather and plan agreement, which the
-// training loop sends between steps.
+// RankStep: the TP group's split and one split per gradient layer (the group's size and the
+// rank's place in it, or none), then the step's messages in order: the pipeline's sends and
+// receives (bytes, peer) as its action list and peers say, the TP all-reduces of every forward and
+// backward ("tp-" calls, as RankStep::tp_members and tp_all_reduces say), and the collectives
+// (kind, bytes in, group size): layer all-reduces or ZeRO-1 reduce-scatters, the world's loss-norm
+// all-reduce, ZeRO-1 all-gathers. Sixteen plans: uniform and mixed TP degrees, uneven stages,
+// GPipe, ZeRO-1 (uneven chunks, mixed groups, idle rank), an idle rank in a world larger than the
+// plan, a single pipeline, TP with full and selective recompute. A mutated program (one collective
+// dropped, one byte count changed, a TP all-reduce count or group changed) fails the comparison.
+// Not recorded here: the metrics all-gather and plan agreement, which the training loop sends
+// between steps.
 #include <memory>
 #include <string>
 #include <thread>
@@ -67,15 +68,11 @@ std::vector<Log> Record(const spec::Plan& plan, const std::vector<int>& world_de
       Result<std::unique_ptr<comm::Communicator>> connected = world->Connect(r);
       if (!connected.ok()) return fail(connected.status());
       Log& log = logs[static_cast<size_t>(r)];
-      RecordingCommunicator recording(std::move(*connected), &log, false, true);
+      RecordingCommunicator recording(std::move(*connected), &log, "", true);
       backend::CpuBackend backend(1, r);
       auto rank = ParallelRank::Create(*layout, r, run.model, run.train, backend, recording);
       if (!rank.ok()) return fail(rank.status());
-      std::vector<Call> splits;
-      for (const Call& c : log.setup) {
-        if (c.kind == "split") splits.push_back(c);
-      }
-      log.setup = splits;
+      recording::KeepSetupSplits(log);
       log.current = &log.step;
       int64_t samples = 0;
       if (!layout->rank(r).idle()) samples = layout->pipeline_of(r).samples_per_step();
@@ -157,6 +154,9 @@ TEST(StepProgramRecordTest, ZeroOneWithAnIdleRank) {
 TEST(StepProgramRecordTest, ZeroOneGPipe) {
   ExpectRuntimeFollowsTheProgram(GPipe(Zero1(MixedDepths())), {0, 1, 2, 4, 5, 6, 7});
 }
+TEST(StepProgramRecordTest, TensorParallelismWithFullAndSelectiveRecompute) {
+  ExpectRuntimeFollowsTheProgram(recording::TpWithRecompute(), {0, 1, 2, 3});
+}
 TEST(StepProgramRecordTest, FourReplicasOfOneStage) {
   ExpectRuntimeFollowsTheProgram(
       MakePlan({Pipeline({Stage(0, 4, true, true, {0})}, 1, 3),
@@ -185,6 +185,25 @@ TEST(StepProgramRecordTest, AMutatedProgramFailsTheComparison) {
   resized.collectives[0].chunks[1] += 1;  // rank 2's share of layer 0's all-gather input
   resized.collectives[0].elements += 1;
   EXPECT_NE(Compare(logs, resized, layers), "");
+}
+
+// The TP all-reduces inside forward and backward are compared too: a program that forgets the
+// rerun forward's all-reduces under full recompute, or names another TP group size, differs.
+TEST(StepProgramRecordTest, AMutatedTensorParallelCountFailsTheComparison) {
+  const spec::Plan plan = recording::TpWithRecompute();
+  const std::vector<int> world = {0, 1, 2, 3};
+  const std::vector<Log> logs = Record(plan, world);
+  const int64_t layers = testing::TinyModel().num_blocks + 2;
+  ASSERT_EQ(Compare(logs, ProgramOf(plan, world), layers), "");
+
+  sched::StepProgram fewer = ProgramOf(plan, world);
+  ASSERT_EQ(fewer.ranks[0].tp_all_reduces.backward, 8);  // 2 blocks x (2 + 2 rerun)
+  fewer.ranks[0].tp_all_reduces.backward = 4;
+  EXPECT_NE(Compare(logs, fewer, layers).find("rank 0 step"), std::string::npos);
+
+  sched::StepProgram alone = ProgramOf(plan, world);
+  alone.ranks[3].tp_members = {};
+  EXPECT_NE(Compare(logs, alone, layers).find("rank 3 set-up"), std::string::npos);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace motley::parallel::recording {
 
 // One logged call: a split (child size and this rank's rank in it; -1, -1 when it joins none), a
 // collective (bytes of the tensor passed in, group size) or a point-to-point message on the
-// world (bytes, peer).
+// world (bytes, peer). The TP group's split and collectives are prefixed "tp-".
 struct Call {
   std::string kind;
   int64_t a = 0;
@@ -32,8 +32,7 @@ inline std::string ToString(const std::vector<Call>& calls) {
   return out;
 }
 
-// Where a rank's calls go: `current` is switched from the set-up log to the step log; calls on a
-// communicator marked `ignored` (the TP group) are not logged.
+// Where a rank's calls go: `current` is switched from the set-up log to the step log.
 struct Log {
   std::vector<Call> setup;
   std::vector<Call> step;
@@ -41,12 +40,14 @@ struct Log {
 };
 
 // Forwards every call to `inner` and logs splits, collectives and non-blocking point-to-point
-// messages (the pipeline's; blocking Send/Recv are not part of a step).
+// messages (the pipeline's; blocking Send/Recv are not part of a step). The world's first split
+// is the TP group's (ParallelRank::Create): it and its child's calls are logged with `prefix`
+// "tp-".
 class RecordingCommunicator final : public comm::Communicator {
  public:
-  RecordingCommunicator(std::unique_ptr<comm::Communicator> inner, Log* log, bool ignored,
+  RecordingCommunicator(std::unique_ptr<comm::Communicator> inner, Log* log, std::string prefix,
                         bool is_world)
-      : inner_(std::move(inner)), log_(log), ignored_(ignored), is_world_(is_world) {}
+      : inner_(std::move(inner)), log_(log), prefix_(std::move(prefix)), is_world_(is_world) {}
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   const std::string& name() const override { return inner_->name(); }
@@ -75,11 +76,11 @@ class RecordingCommunicator final : public comm::Communicator {
     return inner_->Recv(data, peer, tag);
   }
   Result<comm::Request> ISend(const tensor::Tensor& data, int peer, int tag) override {
-    if (!ignored_) log_->current->push_back(Call{"isend", static_cast<int64_t>(data.bytes()), peer});
+    log_->current->push_back(Call{prefix_ + "isend", static_cast<int64_t>(data.bytes()), peer});
     return inner_->ISend(data, peer, tag);
   }
   Result<comm::Request> IRecv(tensor::Tensor& data, int peer, int tag) override {
-    if (!ignored_) log_->current->push_back(Call{"irecv", static_cast<int64_t>(data.bytes()), peer});
+    log_->current->push_back(Call{prefix_ + "irecv", static_cast<int64_t>(data.bytes()), peer});
     return inner_->IRecv(data, peer, tag);
   }
   Status Wait(comm::Request& request) override { return inner_->Wait(request); }
@@ -87,32 +88,41 @@ class RecordingCommunicator final : public comm::Communicator {
   void Abort(const std::string& reason) override { inner_->Abort(reason); }
   Result<std::unique_ptr<comm::Communicator>> Split(int color, int key) override {
     MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> child, inner_->Split(color, key));
-    // The world's first split is the TP group's (ParallelRank::Create): logged, its calls not.
-    const bool tp = is_world_ && splits_++ == 0;
-    if (!ignored_ && !tp) {
-      log_->current->push_back(child == nullptr ? Call{"split", -1, -1}
-                                                : Call{"split", child->size(), child->rank()});
-    }
+    const std::string prefix = is_world_ && splits_++ == 0 ? "tp-" : prefix_;
+    log_->current->push_back(child == nullptr
+                                 ? Call{prefix + "split", -1, -1}
+                                 : Call{prefix + "split", child->size(), child->rank()});
     if (child == nullptr) return child;
     return std::unique_ptr<comm::Communicator>(
-        std::make_unique<RecordingCommunicator>(std::move(child), log_, ignored_ || tp, false));
+        std::make_unique<RecordingCommunicator>(std::move(child), log_, prefix, false));
   }
 
  private:
   void Add(const char* kind, int64_t bytes) {
-    if (!ignored_) log_->current->push_back(Call{kind, bytes, inner_->size()});
+    log_->current->push_back(Call{prefix_ + kind, bytes, inner_->size()});
   }
   std::unique_ptr<comm::Communicator> inner_;
   Log* log_;
-  bool ignored_;
+  std::string prefix_;
   bool is_world_;
   int splits_ = 0;
 };
 
-// What rank `r`'s step program says it logs: the set-up's layer splits, the step's collectives.
+// What rank `r`'s step program says it logs: the set-up's TP and layer splits, the step's
+// messages and collectives (with the TP all-reduces of every forward and backward).
 inline Log Expected(const sched::StepProgram& program, int r, int64_t num_layers) {
   Log want;
   const sched::RankStep& rs = program.ranks[static_cast<size_t>(r)];
+  want.setup.push_back(
+      rs.tp_members.empty()
+          ? Call{"tp-split", -1, -1}
+          : Call{"tp-split", static_cast<int64_t>(rs.tp_members.size()), rs.tp_rank});
+  auto tp_all_reduces = [&](int64_t count) {
+    for (int64_t i = 0; i < count; ++i) {
+      want.step.push_back(
+          Call{"tp-allreduce", rs.message_bytes, static_cast<int64_t>(rs.tp_members.size())});
+    }
+  };
   for (int64_t layer = 0; layer < num_layers; ++layer) {
     Call split{"split", -1, -1};
     for (const sched::StepOp& op : rs.ops) {
@@ -146,6 +156,8 @@ inline Log Expected(const sched::StepProgram& program, int r, int64_t num_layers
           case sched::ActionKind::kRecvBackward:
             want.step.push_back(Call{"irecv", rs.message_bytes, rs.backward_source});
             break;
+          case sched::ActionKind::kForward: tp_all_reduces(rs.tp_all_reduces.forward); break;
+          case sched::ActionKind::kBackward: tp_all_reduces(rs.tp_all_reduces.backward); break;
           default: break;
         }
       }
@@ -161,6 +173,16 @@ inline Log Expected(const sched::StepProgram& program, int r, int64_t num_layers
     want.step.push_back(Call{kind, c.InputBytes(q), static_cast<int64_t>(c.members.size())});
   }
   return want;
+}
+
+// Keeps only the set-up's splits (the TP group's and the gradient layers'), once Create returned:
+// ZeRO-1's layout check also communicates during set-up.
+inline void KeepSetupSplits(Log& log) {
+  std::vector<Call> splits;
+  for (const Call& c : log.setup) {
+    if (c.kind == "split" || c.kind == "tp-split") splits.push_back(c);
+  }
+  log.setup = std::move(splits);
 }
 
 // One rank's differences from the program ("" when equal).
@@ -228,6 +250,18 @@ inline spec::Plan TwoByTwo() {
       {testing::Pipeline({testing::Stage(0, 2, true, false, {0}), testing::Stage(2, 2, false, true, {1})}, 3, 2),
        testing::Pipeline({testing::Stage(0, 2, true, false, {2}), testing::Stage(2, 2, false, true, {3})}, 3, 2)},
       "dp2-pp2");
+}
+// A TP-2 pipeline of two stages, the first with full recompute (its backward reruns the forward's
+// TP all-reduces) and the second selective, on devices 0-3.
+inline spec::Plan TpWithRecompute() {
+  spec::Plan plan = testing::MakePlan(
+      {testing::Pipeline(
+          {testing::Stage(0, 2, true, false, {0, 1}), testing::Stage(2, 2, false, true, {2, 3})}, 2,
+          1)},
+      "tp2-pp2-recompute");
+  plan.pipelines[0].stages[0].recompute = spec::Recompute::kFull;
+  plan.pipelines[0].stages[1].recompute = spec::Recompute::kSelective;
+  return plan;
 }
 // Three single-stage replicas (uneven ZeRO-1 chunks: 9,280 / 3 is not whole).
 inline spec::Plan ThreeReplicas() {
