@@ -45,7 +45,8 @@ void RunPlanner(benchmark::State& state, const spec::ClusterSpec& cluster,
   state.counters["tokens_per_s"] = tps;
   state.counters["mfu"] = r.best.prediction.mfu;
   state.counters["bound_ratio"] = tps / r.compute_bound_tokens_per_s;
-  state.counters["hethub_ratio"] = r.hethub_sum_tokens_per_s > 0 ? tps / r.hethub_sum_tokens_per_s : 0;
+  state.counters["homogeneous_sum_ratio"] =
+      r.homogeneous_sum_tokens_per_s > 0 ? tps / r.homogeneous_sum_tokens_per_s : 0;
   const char* names[] = {"speedup_uniform", "speedup_homog", "speedup_identical"};
   for (size_t i = 0; i < r.baselines.size() && i < 3; ++i) {
     state.counters[names[i]] =

@@ -248,7 +248,9 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
       "plan",
       "Search the best parallel plan for the run's cluster and model: prints a ranked table "
       "(tokens/s, MFU, memory per device type), the speedup over the uniform, homogeneous and "
-      "identical-pipelines baselines and the ratio to each reference, and writes the plan.");
+      "identical-pipelines baselines, the ratio to each reference (compute bound; homogeneous "
+      "sum: each device type alone at its share of the batch), MFU over all devices, why any "
+      "device is left out, and writes the plan.");
   AddCommon(plan_cmd, &plan_args->common, false);
   plan_cmd
       ->add_option("-o,--output", plan_args->out_path,

@@ -181,6 +181,16 @@ Seconds Predictor::BoundaryTime(const spec::PipelinePlan& pipe, size_t i, const 
   return std::max(fwd, bwd);
 }
 
+FlopsPerSecond Predictor::PeakFlopsSum(const std::vector<int>& devices) const {
+  FlopsPerSecond sum = 0;
+  for (int d : devices) {
+    const spec::DeviceType& type = cluster_.device_type_of(d);
+    const FlopsPerSecond peak = type.PeakFlops(settings_.precision);
+    sum += peak > 0 ? peak : type.peak_fp32_flops;
+  }
+  return sum;
+}
+
 Seconds Predictor::OptimizerTime(int device_type, double params_per_device, double rate) const {
   return rate * compute_.OptimizerStep(device_type, params_per_device);
 }
@@ -424,16 +434,7 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
     }
   }
   pred->model_flops = ModelFlopsPerIteration(model_, train_.global_batch, train_.seq_len);
-  double peak_sum = 0;
-  for (const spec::PipelinePlan& pipe : plan.pipelines) {
-    for (const spec::StagePlan& st : pipe.stages) {
-      for (int d : st.devices) {
-        const spec::DeviceType& type = cluster_.device_type_of(d);
-        const FlopsPerSecond peak = type.PeakFlops(settings_.precision);
-        peak_sum += peak > 0 ? peak : type.peak_fp32_flops;
-      }
-    }
-  }
+  const double peak_sum = PeakFlopsSum(spec::PlanDevices(plan));
   if (pred->iteration_s > 0) {
     pred->tokens_per_s =
         static_cast<double>(train_.global_batch * train_.seq_len) / pred->iteration_s;

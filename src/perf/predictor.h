@@ -168,6 +168,10 @@ class Predictor {
   Bytes RecomputeMemoryChange(const spec::Plan& plan, int pipeline, int stage,
                               spec::Recompute to) const;
 
+  // Sum of the devices' peak FLOP/s at the settings' precision (fp32 where a type gives none):
+  // the denominator of MFU.
+  FlopsPerSecond PeakFlopsSum(const std::vector<int>& devices) const;
+
   const spec::ClusterSpec& cluster() const { return cluster_; }
   const spec::ModelSpec& model() const { return model_; }
   const spec::TrainSpec& train() const { return train_; }

@@ -129,8 +129,9 @@ double Candidate::TokensPerSecond(int64_t tokens_per_step) const {
 std::string SummarizeReport(const PlanReport& report) {
   const double tps = report.best.TokensPerSecond(report.tokens_per_step);
   std::string out = fmt::format(
-      "chosen: {}: {:.1f} tokens/s, MFU {:.1f}% (predicted), iteration {:.3f} s predicted",
-      report.best.description, tps, 100 * report.best.prediction.mfu,
+      "chosen: {}: {:.1f} tokens/s, MFU {:.1f}% of the devices used, {:.1f}% of all devices, "
+      "iteration {:.3f} s predicted",
+      report.best.description, tps, 100 * report.mfu_used, 100 * report.mfu_all,
       report.best.prediction.iteration_s);
   if (report.best.simulated_s > 0) out += fmt::format(", {:.3f} s simulated", report.best.simulated_s);
   out += "\n";
@@ -149,10 +150,10 @@ std::string SummarizeReport(const PlanReport& report) {
                                report.compute_bound_tokens_per_s,
                                tps / report.compute_bound_tokens_per_s));
   }
-  if (report.hethub_sum_tokens_per_s > 0) {
-    refs.push_back(fmt::format("HETHUB sum of per-type plans {:.1f} (ratio {:.4f})",
-                               report.hethub_sum_tokens_per_s,
-                               tps / report.hethub_sum_tokens_per_s));
+  if (report.homogeneous_sum_tokens_per_s > 0) {
+    refs.push_back(fmt::format("homogeneous sum {:.1f} (ratio {:.4f})",
+                               report.homogeneous_sum_tokens_per_s,
+                               tps / report.homogeneous_sum_tokens_per_s));
   }
   if (report.exhaustive_tokens_per_s > 0) {
     refs.push_back(fmt::format(
@@ -161,6 +162,17 @@ std::string SummarizeReport(const PlanReport& report) {
         report.ranked.front().prediction.tokens_per_s / report.exhaustive_tokens_per_s));
   }
   if (!refs.empty()) out += fmt::format("  references: {}\n", fmt::join(refs, "; "));
+  for (const TypeShare& share : report.homogeneous_shares) {
+    out += fmt::format("  homogeneous sum term: {} devices of type {} at {} of the batch: ",
+                       share.devices, share.type_name, share.global_batch);
+    out += share.tokens_per_s > 0
+               ? fmt::format("{:.1f} tokens/s ({})\n", share.tokens_per_s, share.what)
+               : fmt::format("none fits ({})\n", share.what);
+  }
+  for (const LeftOutDevices& left : report.left_out) {
+    out += fmt::format("  left out: {} devices of type {}: {}\n", left.devices.size(),
+                       left.type_name, left.reason);
+  }
   return out;
 }
 

@@ -1,5 +1,6 @@
 // See planner.h. Search order: each device type alone (all TP degrees; these are also the
-// homogeneous baselines and HETHUB's per-type plans), then every larger subset of types with each
+// homogeneous baselines; the homogeneous sum plans each type again at its share of the batch,
+// references.h), then every larger subset of types with each
 // type's two best TP degrees from the first phase. Per (types, TP) the layouts are: balanced
 // (d pipelines sharing every (island, type) bucket), segregated by type and by island, with
 // contiguous or strided placement and the stage order of types varied. Small instances (at most
@@ -19,10 +20,30 @@
 #include "perf/memory_model.h"
 #include "plan/evaluate.h"
 #include "plan/exhaustive.h"
+#include "plan/references.h"
 #include "plan/units.h"
 #include "sim/simulator.h"
+#include "spec/plan_topology.h"
 
 namespace motley::plan {
+
+std::vector<int> ValidTp(const spec::ClusterSpec& cluster, const spec::ModelSpec& model,
+                         const PlannerOptions& options, int type) {
+  int smallest_node = std::numeric_limits<int>::max();
+  for (const spec::NodeSpec& n : cluster.nodes) {
+    if (n.device_type == cluster.device_types[static_cast<size_t>(type)].name) {
+      smallest_node = std::min(smallest_node, n.device_count);
+    }
+  }
+  std::vector<int> out;
+  for (int d : options.tp_degrees) {
+    if (d <= smallest_node && model.SplitsForTensorParallel(d) && model.vocab_size % d == 0) {
+      out.push_back(d);
+    }
+  }
+  return out;
+}
+
 namespace {
 
 struct Search {
@@ -278,23 +299,6 @@ struct Search {
   }
 };
 
-std::vector<int> ValidTp(const spec::ClusterSpec& cluster, const spec::ModelSpec& model,
-                         const PlannerOptions& options, int type) {
-  int smallest_node = std::numeric_limits<int>::max();
-  for (const spec::NodeSpec& n : cluster.nodes) {
-    if (n.device_type == cluster.device_types[static_cast<size_t>(type)].name) {
-      smallest_node = std::min(smallest_node, n.device_count);
-    }
-  }
-  std::vector<int> out;
-  for (int d : options.tp_degrees) {
-    if (d <= smallest_node && model.SplitsForTensorParallel(d) && model.vocab_size % d == 0) {
-      out.push_back(d);
-    }
-  }
-  return out;
-}
-
 // The binding constraint when nothing fits.
 Status Explain(const Search& s, const perf::Predictor& predictor, const PlannerOptions& options) {
   const spec::ClusterSpec& cluster = predictor.cluster();
@@ -473,11 +477,9 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
     uniform.kind = BaselineKind::kUniform;
     report.baselines.push_back(uniform);
     Baseline homogeneous{"best homogeneous sub-cluster", false, "no single type fits", {}};
-    double sum = 0;
     for (auto& [type, cand] : s.best_per_type) {
       MOTLEY_RETURN_IF_ERROR(simulate(&cand));
       const double tps = cand.TokensPerSecond(report.tokens_per_step);
-      sum += tps;
       if (!homogeneous.found ||
           tps > homogeneous.candidate.TokensPerSecond(report.tokens_per_step)) {
         homogeneous.found = true;
@@ -486,7 +488,9 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
         homogeneous.candidate = cand;
       }
     }
-    report.hethub_sum_tokens_per_s = sum;
+    progress("homogeneous sum", 0.97);
+    report.homogeneous_shares = HomogeneousShares(predictor, options);
+    report.homogeneous_sum_tokens_per_s = SumTokensPerSecond(report.homogeneous_shares);
     homogeneous.kind = BaselineKind::kHomogeneous;
     report.baselines.push_back(homogeneous);
     Baseline identical{"identical pipelines only", s.best_identical.has_value(),
@@ -503,12 +507,29 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
       if (ex.ok()) report.exhaustive_tokens_per_s = ex->prediction.tokens_per_s;
     }
   }
-  // A baseline the simulator finds faster than every confirmed candidate is the better answer.
+  // A baseline the simulator finds faster than every confirmed candidate is the better answer;
+  // it then heads the ranked table, so that the chosen plan is always in it.
   for (const Baseline& b : report.baselines) {
     if (b.found && b.candidate.simulated_s > 0 && b.candidate.simulated_s < report.best.simulated_s) {
       report.best = b.candidate;
     }
   }
+  const bool ranked =
+      std::any_of(report.ranked.begin(), report.ranked.end(), [&](const Candidate& c) {
+        return c.description == report.best.description && c.simulated_s == report.best.simulated_s;
+      });
+  if (!ranked) report.ranked.insert(report.ranked.begin(), report.best);
+  const double tps = report.best.TokensPerSecond(report.tokens_per_step);
+  report.mfu_used = MfuAt(predictor, tps, spec::PlanDevices(report.best.plan));
+  std::vector<int> all(static_cast<size_t>(cluster.num_devices()));
+  for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int>(d);
+  report.mfu_all = MfuAt(predictor, tps, all);
+  std::vector<const Candidate*> others;
+  for (const Candidate& c : report.ranked) others.push_back(&c);
+  for (const Baseline& b : report.baselines) {
+    if (b.found) others.push_back(&b.candidate);
+  }
+  report.left_out = ExplainLeftOut(predictor, options, report.best, others, report.tokens_per_step);
   progress("done", 1.0);
   return report;
 }

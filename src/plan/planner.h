@@ -4,8 +4,10 @@
 // under memory limits and micro-batches across pipelines (plan/evaluate.h), ranks candidates with
 // the predictor and confirms the best few with the simulator. Beside the answer it computes the
 // baselines (uniform Megatron-style split over the whole cluster, best homogeneous sub-cluster,
-// identical pipelines only) and the references (HETHUB's ratio, the compute bound, the exhaustive
-// optimum on small instances). Infeasible requests return an error naming the binding constraint.
+// identical pipelines only) and the references (the homogeneous sum at each type's share of the
+// batch, the compute bound, MFU over all devices, the exhaustive optimum on small instances,
+// plan/references.h), and says why each device left out is. Infeasible requests return an error
+// naming the binding constraint.
 //
 // Ownership: the predictor (and its cluster, model, train spec, compute model) must outlive the
 // call. Thread safety: PlanCluster is reentrant; the progress callback runs on the caller's thread.
@@ -79,6 +81,25 @@ struct Baseline {
   BaselineKind kind = BaselineKind::kUniform;
 };
 
+// One device type's share of the homogeneous sum (plan/references.h): its best plan alone at its
+// share of the global batch.
+struct TypeShare {
+  int type = 0;  // index into the cluster's device types
+  std::string type_name;
+  int devices = 0;           // devices of the type
+  int64_t global_batch = 0;  // its share: max(1, round(B * devices / all devices)) sequences
+  double tokens_per_s = 0;   // its best plan's (simulated) tokens/s at that batch; 0: none fits
+  std::string what;          // that plan's description, or why none fits
+};
+
+// Devices of one type the chosen plan leaves out, and why (plan/references.h).
+struct LeftOutDevices {
+  int type = 0;
+  std::string type_name;
+  std::vector<int> devices;  // ascending ids
+  std::string reason;
+};
+
 struct PlanReport {
   Candidate best;                     // the simulator-confirmed choice among the top candidates
   std::vector<Candidate> ranked;      // by predicted iteration time
@@ -86,15 +107,27 @@ struct PlanReport {
   int64_t tokens_per_step = 0;        // global batch * sequence length
   // References, in tokens/s (0 = not computed).
   double compute_bound_tokens_per_s = 0;   // sum of achievable FLOP/s / model FLOPs per token
-  double hethub_sum_tokens_per_s = 0;      // sum over device types of the best homogeneous plan
-                                           // (simulated)
+  // The homogeneous sum (HETHUB's bound): sum over device types of the best plan of that type
+  // alone at its share of the global batch (simulated); `homogeneous_shares` has the terms.
+  double homogeneous_sum_tokens_per_s = 0;
+  std::vector<TypeShare> homogeneous_shares;
   double exhaustive_tokens_per_s = 0;      // exhaustive optimum (small instances), predicted:
                                            // compare with ranked.front()'s predicted tokens/s
+  // The chosen plan's MFU at its tokens/s (simulated when simulated): over the devices it uses,
+  // and over every device of the cluster.
+  double mfu_used = 0;
+  double mfu_all = 0;
+  std::vector<LeftOutDevices> left_out;  // by type; empty when every device is used
   int64_t layouts_considered = 0;
   int64_t evaluations = 0;
 };
 
 Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOptions& options);
+
+// The TP degrees of options.tp_degrees that device type `type` can take: at most its smallest
+// node's devices, dividing the model's heads, kv heads, ffn width and vocabulary.
+std::vector<int> ValidTp(const spec::ClusterSpec& cluster, const spec::ModelSpec& model,
+                         const PlannerOptions& options, int type);
 
 // The best uniform Megatron-style plan over the whole cluster (dp * pp * tp == all devices, even
 // block and batch split), over the (dp, pp, tp, b, recompute) that fit; error when none fits.
@@ -107,8 +140,9 @@ double ComputeBoundTokensPerSecond(const perf::Predictor& predictor,
                                    const std::vector<int64_t>& micro_batch_sizes,
                                    const std::vector<int>& tp_degrees);
 
-// The chosen plan (its description, tokens/s, MFU, predicted and simulated step), then one line
-// per baseline (speed-up over it, its description) and one of the references (ratio to each).
+// The chosen plan (its description, tokens/s, MFU over the devices used and over all, predicted
+// and simulated step), then one line per baseline (speed-up over it, its description), one of the
+// references (ratio to each), the homogeneous sum's terms and the devices left out with why.
 std::string SummarizeReport(const PlanReport& report);
 
 // The baseline of `kind` in a report planned with baselines on; an error (naming why) when the

@@ -46,7 +46,7 @@ TEST(PlannerTest, HeterogeneousClusterBeatsUniformAndValidates) {
   // The compute bound is never exceeded; the best plan is simulated.
   EXPECT_LT(tps, report->compute_bound_tokens_per_s);
   EXPECT_GT(report->best.simulated_s, 0);
-  EXPECT_GT(report->hethub_sum_tokens_per_s, 0);
+  EXPECT_GT(report->homogeneous_sum_tokens_per_s, 0);
   EXPECT_FALSE(SummarizeReport(*report).empty());
 }
 

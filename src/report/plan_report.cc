@@ -365,14 +365,39 @@ std::string BaselineSections(const plan::PlanReport& report) {
   };
   reference("compute bound", report.compute_bound_tokens_per_s,
             "every device at its best block FLOP/s; no plan can exceed it");
-  reference("HETHUB sum", report.hethub_sum_tokens_per_s,
-            "sum of the best homogeneous plan of each device type");
+  reference("homogeneous sum", report.homogeneous_sum_tokens_per_s,
+            "sum over device types of the best plan of that type alone at its share of the "
+            "global batch (HETHUB's bound; above 1.0 is H2's superlinear case)");
   if (report.exhaustive_tokens_per_s > 0 && !report.ranked.empty()) {
     reference("exhaustive optimum (predicted)", report.exhaustive_tokens_per_s,
               "the best plan of an exhaustive search, by prediction");
   }
   std::string h = "<h2>Baselines and references</h2>\n" + RenderBarChart(c);
   h += Table({"compared with", "tokens/s", "chosen plan", "what"}, rows);
+  h += fmt::format(
+      "<p class=\"note\">MFU of the chosen plan at {:.1f} tokens/s: {:.1f}% of the "
+      "devices it uses, {:.1f}% of all devices.</p>\n",
+      tps, 100 * report.mfu_used, 100 * report.mfu_all);
+  if (!report.homogeneous_shares.empty()) {
+    std::vector<std::vector<std::string>> terms;
+    for (const plan::TypeShare& t : report.homogeneous_shares) {
+      terms.push_back({Escape(t.type_name), fmt::format("{}", t.devices),
+                       fmt::format("{}", t.global_batch),
+                       t.tokens_per_s > 0 ? fmt::format("{:.1f}", t.tokens_per_s) : "none fits",
+                       Escape(t.what)});
+    }
+    h += "<h3>Terms of the homogeneous sum</h3>\n";
+    h +=
+        Table({"device type", "devices", "batch share (sequences)", "tokens/s", "its plan"}, terms);
+  }
+  if (!report.left_out.empty()) {
+    std::vector<std::vector<std::string>> left;
+    for (const plan::LeftOutDevices& l : report.left_out) {
+      left.push_back({Escape(l.type_name), fmt::format("{}", l.devices.size()), Escape(l.reason)});
+    }
+    h += "<h3>Devices the chosen plan leaves out</h3>\n";
+    h += Table({"device type", "devices", "why"}, left);
+  }
   return h;
 }
 
