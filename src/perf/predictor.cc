@@ -278,6 +278,21 @@ int64_t LargestZero1Segment(const spec::ModelSpec& model, const sched::StepProgr
   return largest;
 }
 
+// The memory model's input for one stage of `pipe` at sequence length `seq_len`, with
+// `in_flight` micro-batches' activations held; dp_degree and sharding are left to the caller.
+StageMemoryInput StageMemoryInputOf(const spec::StagePlan& st, const spec::PipelinePlan& pipe,
+                                    int64_t seq_len, int64_t in_flight) {
+  StageMemoryInput in;
+  in.num_blocks = st.num_blocks;
+  in.has_embedding = st.has_embedding;
+  in.has_head = st.has_head;
+  in.tp = st.tp_degree;
+  in.micro_batch_size = pipe.micro_batch_size;
+  in.seq_len = seq_len;
+  in.in_flight = in_flight;
+  return in;
+}
+
 }  // namespace
 
 Bytes Predictor::StageMemoryForPlanning(const StageMemoryInput& in,
@@ -331,14 +346,7 @@ Bytes Predictor::RecomputeMemoryChange(const spec::Plan& plan, int pipeline, int
                                 : sched::OneFOneBInFlight(pipe.num_stages(), stage,
                                                           pipe.micro_batches);
   // Only the activations depend on the recompute: the rest of the two estimates cancel.
-  StageMemoryInput in;
-  in.num_blocks = st.num_blocks;
-  in.has_embedding = st.has_embedding;
-  in.has_head = st.has_head;
-  in.tp = st.tp_degree;
-  in.micro_batch_size = pipe.micro_batch_size;
-  in.seq_len = train_.seq_len;
-  in.in_flight = in_flight;
+  StageMemoryInput in = StageMemoryInputOf(st, pipe, train_.seq_len, in_flight);
   auto bytes = [&](spec::Recompute r) {
     in.recompute = r;
     return StageMemoryForPlanning(in, plan.schedule);
@@ -362,14 +370,8 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
       StagePrediction& sp = pred->stages[k][i];
       const int type = cluster_.device(st.devices.front()).type;
       sp.device_type = type;
-      StageMemoryInput in;
-      in.num_blocks = st.num_blocks;
-      in.has_embedding = st.has_embedding;
-      in.has_head = st.has_head;
-      in.tp = st.tp_degree;
-      in.micro_batch_size = pipe.micro_batch_size;
-      in.seq_len = train_.seq_len;
-      in.in_flight = sched::InFlightMicroBatches(*schedule, static_cast<int>(i));
+      StageMemoryInput in = StageMemoryInputOf(
+          st, pipe, train_.seq_len, sched::InFlightMicroBatches(*schedule, static_cast<int>(i)));
       // ZeRO-1's sharding degree for the estimate: the smallest over the stage's layers (1 where
       // a layer is not sharded: held alone, or mixed TP degrees).
       in.dp_degree = 0;
