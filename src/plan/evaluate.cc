@@ -315,6 +315,19 @@ void LayoutEvaluator::LightenRecompute(spec::Plan* plan, perf::Prediction* predi
   *prediction = std::move(pred);
 }
 
+namespace {
+
+// Same stage count and the same blocks per stage.
+bool SameBlockSplit(const spec::PipelinePlan& a, const spec::PipelinePlan& b) {
+  if (a.stages.size() != b.stages.size()) return false;
+  for (size_t i = 0; i < a.stages.size(); ++i) {
+    if (a.stages[i].num_blocks != b.stages[i].num_blocks) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds) const {
   for (int round = 0; round < max_rounds; ++round) {
     double best = prediction->iteration_s;
@@ -330,19 +343,34 @@ void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int
         improved = true;
       }
     };
+    // One block across one stage boundary: in one pipeline, or in every pipeline with the same
+    // block split at once (moving one of them alone splits the data-parallel groups of the
+    // block that moves, so a better common split is not reached one pipeline at a time).
     for (size_t k = 0; k < plan->pipelines.size(); ++k) {
       const size_t p = plan->pipelines[k].stages.size();
+      std::vector<size_t> same_split;
+      for (size_t k2 = 0; k2 < plan->pipelines.size(); ++k2) {
+        if (SameBlockSplit(plan->pipelines[k], plan->pipelines[k2])) same_split.push_back(k2);
+      }
+      const bool first_of_group = same_split.front() == k;
       for (size_t i = 0; i + 1 < p; ++i) {
         for (int dir = 0; dir < 2; ++dir) {
-          spec::Plan cand = *plan;
-          auto& stages = cand.pipelines[k].stages;
-          spec::StagePlan& from = stages[dir == 0 ? i : i + 1];
-          spec::StagePlan& to = stages[dir == 0 ? i + 1 : i];
-          if (from.num_blocks <= 1) continue;
-          --from.num_blocks;
-          ++to.num_blocks;
-          RenumberBlocks(&cand.pipelines[k]);
-          consider(cand);
+          const size_t from_i = dir == 0 ? i : i + 1;
+          const size_t to_i = dir == 0 ? i + 1 : i;
+          if (plan->pipelines[k].stages[from_i].num_blocks <= 1) continue;
+          auto move = [&](spec::Plan* cand, size_t k2) {
+            --cand->pipelines[k2].stages[from_i].num_blocks;
+            ++cand->pipelines[k2].stages[to_i].num_blocks;
+            RenumberBlocks(&cand->pipelines[k2]);
+          };
+          spec::Plan alone = *plan;
+          move(&alone, k);
+          consider(alone);
+          if (same_split.size() > 1 && first_of_group) {
+            spec::Plan together = *plan;
+            for (size_t k2 : same_split) move(&together, k2);
+            consider(together);
+          }
         }
       }
     }

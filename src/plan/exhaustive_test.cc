@@ -1,16 +1,35 @@
-// Oracle test (docs/architecture.md §3 rule 4): on small random heterogeneous clusters the
-// planner's top candidate has the predicted iteration time of the exhaustive optimum, for several
-// seeds.
+// Oracle test (docs/architecture.md §3 rule 4): on 30 small random heterogeneous clusters (two or
+// three device types, 3 to 5 devices; the first 8 of them in the sanitizer build) the planner's
+// top candidate is within 1% of the exhaustive optimum's predicted iteration time on every
+// instance and equal to it on at least two thirds (issue 13's bar), over the same dimensions: TP
+// degree per type, stage order, block split, micro-batch size and split, recompute, ZeRO-1.
 #include "plan/exhaustive.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <random>
 
+#include "core/sanitized_build.h"
 #include "plan/test_util.h"
 
 namespace motley::plan {
 namespace {
+
+// One line per device type and node, for failure messages.
+std::string Describe(const spec::ClusterSpec& c) {
+  std::string out;
+  for (const spec::DeviceType& t : c.device_types) {
+    out += t.name + ": " + std::to_string(t.peak_bf16_flops / 1e12) + " TFLOP/s, " +
+           std::to_string(t.memory_bytes / 1e9) + " GB, " +
+           std::to_string(t.memory_bandwidth / 1e12) + " TB/s\n";
+  }
+  for (const spec::NodeSpec& n : c.nodes) {
+    out += n.name + ": " + std::to_string(n.device_count) + " x " + n.device_type + "\n";
+  }
+  return out + "inter-island " + std::to_string(c.link_classes[1].bandwidth / 1e9) + " GB/s\n";
+}
 
 std::unique_ptr<testing::World> RandomWorld(uint32_t seed) {
   std::mt19937 rng(seed);
@@ -18,10 +37,11 @@ std::unique_ptr<testing::World> RandomWorld(uint32_t seed) {
   auto w = std::make_unique<testing::World>();
   spec::ClusterSpec& c = w->cluster;
   c.name = "random-" + std::to_string(seed);
-  for (int t = 0; t < 2; ++t) {
+  const int num_types = 2 + static_cast<int>(rng() % 2);
+  for (int t = 0; t < num_types; ++t) {
     spec::DeviceType type;
     type.name = "t" + std::to_string(t);
-    type.vendor = t == 0 ? "cuda" : "rocm";
+    type.vendor = t % 2 == 0 ? "cuda" : "rocm";
     type.peak_bf16_flops = uni(50e12, 400e12);
     type.peak_fp32_flops = type.peak_bf16_flops / 10;
     type.memory_bytes = uni(1.0e9, 4.0e9);
@@ -29,13 +49,13 @@ std::unique_ptr<testing::World> RandomWorld(uint32_t seed) {
     c.device_types.push_back(type);
   }
   c.link_classes = {{"fast", 2e-6, 100e9, 0.8}, {"net", 10e-6, uni(1e9, 25e9), 0.9}};
-  // 3 or 4 devices in all, nodes of 1 or 2 devices.
-  const int total = 3 + static_cast<int>(rng() % 2);
+  // 3 to 5 devices in all, nodes of 1 or 2 devices, types in turn.
+  const int total = 3 + static_cast<int>(rng() % 3);
   int placed = 0;
   for (int n = 0; placed < total; ++n) {
     spec::NodeSpec node;
     node.name = "n" + std::to_string(n);
-    node.device_type = "t" + std::to_string(n % 2);
+    node.device_type = "t" + std::to_string(n % num_types);
     node.device_count = std::min(total - placed, 1 + static_cast<int>(rng() % 2));
     node.intra_link = node.device_count > 1 ? "fast" : "";
     placed += node.device_count;
@@ -55,29 +75,38 @@ std::unique_ptr<testing::World> RandomWorld(uint32_t seed) {
 }
 
 TEST(ExhaustiveTest, PlannerFindsTheExhaustiveOptimum) {
+  // The sanitizer build checks memory safety on the first 8 (the oracle runs ~70x slower there).
+  constexpr uint32_t kInstances = kSanitizedBuild ? 8 : 30;
   int compared = 0;
-  for (uint32_t seed = 1; seed <= 12; ++seed) {
+  int equal = 0;
+  for (uint32_t seed = 1; seed <= kInstances; ++seed) {
     auto w = RandomWorld(seed);
     PlannerOptions options;
     options.micro_batch_sizes = {1, 2};
-    options.recompute = {spec::Recompute::kNone, spec::Recompute::kFull};
+    options.recompute = {spec::Recompute::kNone, spec::Recompute::kSelective,
+                         spec::Recompute::kFull};
     options.tp_degrees = {1, 2};
     options.baselines = false;
-    auto ex = ExhaustiveSearch(*w->predictor, options, 6);
+    auto ex = ExhaustiveSearch(*w->predictor, options, 6, 2000000);
     auto planned = PlanCluster(*w->predictor, options);
     ASSERT_EQ(ex.ok(), planned.ok()) << "seed " << seed << ": "
                                      << (ex.ok() ? planned.status().message() : ex.status().message());
     if (!ex.ok()) continue;
     ++compared;
     const double best = planned->ranked.front().prediction.iteration_s;
-    EXPECT_NEAR(best / ex->prediction.iteration_s, 1.0, 1e-9)
-        << "seed " << seed << ": planner " << planned->ranked.front().description << " "
-        << best << " s, exhaustive " << ex->prediction.iteration_s << " s over "
-        << ex->plans_scored << " plans\n"
-        << spec::PlanToJson(ex->plan);
+    const double ratio = best / ex->prediction.iteration_s;
+    if (std::abs(ratio - 1.0) <= 1e-9) ++equal;
+    // Never faster than the optimum (the oracle covers the planner's space), within 1% of it.
+    EXPECT_GE(ratio, 1.0 - 1e-9) << "seed " << seed << ": the planner beat the exhaustive search";
+    EXPECT_LE(ratio, 1.01) << "seed " << seed << ": planner " << planned->ranked.front().description
+                           << " " << best << " s, exhaustive " << ex->prediction.iteration_s
+                           << " s over " << ex->plans_scored << " plans\n"
+                           << Describe(w->cluster) << spec::PlanToJson(ex->plan);
     EXPECT_TRUE(spec::ValidatePlan(planned->best.plan, w->cluster, w->model, w->train).ok());
   }
-  EXPECT_GE(compared, 9);
+  EXPECT_GE(compared, static_cast<int>(kInstances) * 5 / 6);
+  EXPECT_GE(3 * equal, 2 * compared) << equal << " of " << compared << " equal the optimum";
+  std::printf("planner equals the exhaustive optimum on %d of %d instances\n", equal, compared);
 }
 
 }  // namespace

@@ -61,25 +61,32 @@ bool AppendBalanced(const std::vector<Unit>& units, std::vector<const Bucket*> b
     return Rank(type_order, a->type) < Rank(type_order, b->type);
   });
   Layout pipes(static_cast<size_t>(d));
+  // The remainders rotate: bucket by bucket, the pipelines that take one unit more continue
+  // where the previous bucket's left off, so stage counts differ by at most one overall (the
+  // uniform shape when the units divide evenly) rather than the first pipelines taking every
+  // bucket's extra unit.
+  int offset = 0;
   for (const Bucket* bucket : buckets) {
     const int u = static_cast<int>(bucket->units.size());
     const int q = u / d;
     const int r = u % d;
     int pos = 0;
     for (int k = 0; k < d; ++k) {
-      const int take = q + (k < r ? 1 : 0);
+      const int extra_rank = ((k - offset) % d + d) % d;  // < r: pipeline k takes one more
+      const int take = q + (extra_rank < r ? 1 : 0);
       for (int j = 0; j < take; ++j) {
         int idx = 0;
         if (placement == Placement::kContiguous) {
           idx = pos++;
         } else {
-          // Strided: unit j of pipeline k is unit k of round j (rounds are d wide); pipelines
-          // k < r take one unit of the last, partial round.
-          idx = j * d + k;
+          // Strided: unit j of pipeline k is unit k of round j (rounds are d wide); the
+          // pipelines taking one more share the last, partial round in rotated order.
+          idx = j < q ? j * d + k : q * d + extra_rank;
         }
         pipes[static_cast<size_t>(k)].push_back(bucket->units[static_cast<size_t>(idx)]);
       }
     }
+    offset = (offset + r) % d;
   }
   for (auto& p : pipes) {
     if (p.empty()) return false;

@@ -43,10 +43,11 @@ enum class Placement {
   kStrided,     // pipeline k takes units k, k+d, ... (DP partners share nodes)
 };
 
-// Balanced formation: d pipelines, each taking floor or ceil of every bucket's units (the first
-// u mod d pipelines one more), stages ordered island by island and, inside an island, by
-// `type_order` (device type indices; types absent from it come last); with an empty type_order
-// the buckets keep the order they are given in. Empty when some pipeline gets no unit.
+// Balanced formation: d pipelines, each taking floor or ceil of every bucket's units (the u mod d
+// pipelines taking one more rotate from bucket to bucket, so stage counts differ by at most one
+// when the buckets' remainders add up to less than d), stages ordered island by island and, inside
+// an island, by `type_order` (device type indices; types absent from it come last); with an empty
+// type_order the buckets keep the order they are given in. Empty when some pipeline gets no unit.
 Layout BalancedLayout(const std::vector<Unit>& units, const std::vector<Bucket>& buckets, int d,
                       Placement placement, const std::vector<int>& type_order);
 
