@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
@@ -463,6 +464,78 @@ TEST_F(CliTest, BaselinePlanFilesTrainAndCompareByName) {
   EXPECT_NE(bad.err.find("'fastest' is not one of uniform, homogeneous, identical"),
             std::string::npos)
       << bad.err;
+}
+
+// `motley plan --summary` writes the outcome as JSON (docs/formats/plan-summary.md): the chosen
+// plan's one tokens/s (the printed one), in the ranked table, every baseline, the references'
+// ratios, and the pipeline messages of its step that cross the two islands.
+TEST_F(CliTest, PlanSummaryJsonHasTheChosenPlanTheBaselinesAndTheCrossIslandTraffic) {
+  const std::string run = Write("run.yaml", R"(cluster:
+  name: two-islands
+  device_types:
+    - {name: fast, vendor: cpu, peak_flops: 300 GFLOPS, memory: 4 GiB, memory_bandwidth: 25 GB/s}
+    - {name: slow, vendor: cpu, peak_flops: 200 GFLOPS, memory: 4 GiB, memory_bandwidth: 25 GB/s}
+  link_classes:
+    - {name: net, latency: 20 us, bandwidth: 20 GB/s}
+  nodes:
+    - {name: a, device_type: fast, device_count: 1}
+    - {name: b, device_type: slow, device_count: 1}
+  inter_island_link: net
+model: small
+train:
+  global_batch: 16
+  seq_len: 128
+  steps: 5
+)");
+  Outcome plan =
+      Run("plan " + run + " --quiet -o " + Path("p.json") + " --summary " + Path("s.json"));
+  ASSERT_EQ(plan.exit_code, 0) << plan.err << plan.out;
+  EXPECT_NE(plan.out.find("summary written to " + Path("s.json")), std::string::npos) << plan.out;
+  auto text = motley::ReadFile(Path("s.json"));
+  ASSERT_TRUE(text.ok());
+  const nlohmann::json s = nlohmann::json::parse(*text);
+  EXPECT_EQ(s["format"], "motley-plan-summary");
+  EXPECT_EQ(s["version"], 1);
+  EXPECT_EQ(s["cluster"]["devices"], 2);
+  EXPECT_EQ(s["tokens_per_step"], 16 * 128);
+  const nlohmann::json& chosen = s["chosen"];
+  const double tps = chosen["tokens_per_s"];
+  EXPECT_NE(plan.out.find(fmt::format("chosen: {}: {:.1f} tokens/s",
+                                      chosen["description"].get<std::string>(), tps)),
+            std::string::npos)
+      << plan.out;
+  EXPECT_EQ(s["written"], chosen["description"]);
+  bool ranked = false;
+  for (const auto& c : s["ranked"]) ranked |= c["description"] == chosen["description"];
+  EXPECT_TRUE(ranked);
+  std::vector<std::string> kinds;
+  for (const auto& b : s["baselines"]) kinds.push_back(b["kind"]);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"uniform", "homogeneous", "identical"}));
+  const nlohmann::json& refs = s["references"];
+  EXPECT_NEAR(refs["homogeneous_sum_ratio"].get<double>(),
+              tps / refs["homogeneous_sum_tokens_per_s"].get<double>(), 1e-12);
+  EXPECT_NEAR(refs["compute_bound_ratio"].get<double>(),
+              tps / refs["compute_bound_tokens_per_s"].get<double>(), 1e-12);
+  EXPECT_EQ(chosen["devices_idle"].get<int>() + chosen["devices_used"].get<int>(), 2);
+  EXPECT_EQ(chosen["devices_used"], 2) << *text;  // the cluster is big enough to need both
+  EXPECT_EQ(s["cross_island"]["islands"], 2);
+  // A pipeline over both devices sends each micro-batch's activation and gradient across; two
+  // one-device pipelines (data parallelism across the islands) sum their gradients across.
+  auto p = motley::ReadFile(Path("p.json"));
+  ASSERT_TRUE(p.ok());
+  const nlohmann::json pj = nlohmann::json::parse(*p);
+  int64_t crossing = 0;
+  for (const auto& pipe : pj["pipelines"]) {
+    if (pipe["stages"].size() == 2) crossing += 2 * pipe["micro_batches"].get<int64_t>();
+  }
+  EXPECT_EQ(s["cross_island"]["pipeline_messages"].get<int64_t>(), crossing) << *p;
+  if (pj["pipelines"].size() == 2) {
+    const nlohmann::json& collectives = s["cross_island"]["collectives"];
+    const char* kind = pj["optimizer_sharding"] == "zero1" ? "reduce-scatter" : "all-reduce";
+    ASSERT_TRUE(collectives.contains(kind)) << *text;
+    EXPECT_GT(collectives[kind]["count"].get<int64_t>(), 0);
+  }
+  EXPECT_GE(s["search"]["cpu_s"].get<double>(), 0.0);
 }
 
 // On a terminal (a pty from script(1)) the progress is one redrawn bar with an ETA, for the

@@ -1,7 +1,9 @@
 // See plan_commands.h.
 #include "cli/plan_commands.h"
 
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +20,7 @@
 #include "plan/plan_names.h"
 #include "plan/planner.h"
 #include "report/plan_report.h"
+#include "report/plan_summary_json.h"
 #include "sim/simulator.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
@@ -152,6 +155,7 @@ struct PlanArgs {
   std::string out_path;
   std::string report_path;
   std::string trace_path;
+  std::string summary_path;
   int top = 5;
   bool no_baselines = false;
   bool quiet = false;
@@ -168,7 +172,13 @@ int RunPlan(const PlanArgs& args) {
   auto o = Load(args.common);
   if (!o.ok()) return Fail("plan", o.status());
   const Offline& off = **o;
+  const auto wall_start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();
   auto report = PlanOffline(off, !args.no_baselines || baseline.has_value(), args.top, args.quiet);
+  report::PlanningCost cost;
+  cost.cpu_s = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  cost.wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   if (!report.ok()) return Fail("plan", report.status());
   const int64_t tokens = report->tokens_per_step;
   fmt::print("{:>4} {:>12} {:>10} {:>10} {:>6}  {}\n", "rank", "tokens/s", "pred s", "sim s", "MFU",
@@ -191,6 +201,13 @@ int RunPlan(const PlanArgs& args) {
   fmt::print("names: {}", plan::LayoutLegend("       ").substr(7));
   const Status saved = spec::SavePlan(written.plan, args.out_path);
   if (!saved.ok()) return Fail("plan", saved);
+  if (!args.summary_path.empty()) {
+    Result<std::string> summary = report::PlanSummaryJson(*off.predictor, *report, written, cost);
+    if (!summary.ok()) return Fail("plan", summary.status());
+    const Status s = WriteFileAtomic(args.summary_path, *summary);
+    if (!s.ok()) return Fail("plan", s);
+    fmt::print("summary written to {}\n", args.summary_path);
+  }
   if (baseline.has_value()) {
     fmt::print("baseline {} ({}) written to {}\n", args.baseline, written.description,
                args.out_path);
@@ -272,6 +289,12 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
   plan_cmd->add_option("--trace", plan_args->trace_path,
                        "Also write a Chrome trace (Perfetto) of the chosen plan's simulated step")
       ->type_name("TRACE.json");
+  plan_cmd
+      ->add_option("--summary", plan_args->summary_path,
+                   "Also write the outcome as JSON: the chosen plan's tokens/s and MFU, idle "
+                   "devices and why, each baseline and reference with its ratio, the ranked "
+                   "table, planning time (docs/formats/plan-summary.md)")
+      ->type_name("SUMMARY.json");
   plan_cmd->add_option("--top", plan_args->top, "Rows of the ranked table (default 5)")
       ->check(IntRange(1, 1000000))
       ->type_name("N");
@@ -279,6 +302,8 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
                      "Skip the baselines and references (faster)");
   plan_cmd->add_flag("--quiet", plan_args->quiet, "No progress lines on stderr");
   SetExamples(plan_cmd, {"motley plan examples/runs/hetero-4.yaml -o plan.json --report plan.html",
+                         "motley plan examples/runs/hetero-4.yaml -o plan.json --summary "
+                         "summary.json",
                          "motley plan examples/runs/hetero-4.yaml --baseline uniform -o "
                          "uniform.json",
                          "motley plan examples/runs/emulated-8.yaml -o plan.json --straggler 5=3"});
