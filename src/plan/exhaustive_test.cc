@@ -1,5 +1,5 @@
 // Oracle test (docs/architecture.md §3 rule 4): on 30 small random heterogeneous clusters (two or
-// three device types, 3 to 5 devices; the first 8 of them in the sanitizer build) the planner's
+// three device types, 3 to 5 devices; the first 5 of them in the sanitizer build) the planner's
 // top candidate is within 1% of the exhaustive optimum's predicted iteration time on every
 // instance and equal to it on at least two thirds (issue 13's bar), over the same dimensions: TP
 // degree per type, stage order, block split, micro-batch size and split, recompute, ZeRO-1.
@@ -75,8 +75,10 @@ std::unique_ptr<testing::World> RandomWorld(uint32_t seed) {
 }
 
 TEST(ExhaustiveTest, PlannerFindsTheExhaustiveOptimum) {
-  // The sanitizer build checks memory safety on the first 8 (the oracle runs ~70x slower there).
-  constexpr uint32_t kInstances = kSanitizedBuild ? 8 : 30;
+  // The sanitizer build checks memory safety on the first 5: the oracle runs ~85x slower there.
+  // Seeds 1-5 cost 0.9 s of the main build's 45 s (seed 8 alone 7 s); in ASan 1-8 took 998 s and
+  // 1-5 114 s.
+  constexpr uint32_t kInstances = kSanitizedBuild ? 5 : 30;
   int compared = 0;
   int equal = 0;
   for (uint32_t seed = 1; seed <= kInstances; ++seed) {
