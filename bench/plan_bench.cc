@@ -54,6 +54,7 @@ void RunPlanner(benchmark::State& state, const spec::ClusterSpec& cluster,
   }
   state.counters["layouts"] = static_cast<double>(r.layouts_considered);
   state.counters["evaluations"] = static_cast<double>(r.evaluations);
+  state.counters["pruned"] = static_cast<double>(r.evaluations_pruned);
   std::printf("%s\n  best: %s\n%s", cluster.name.c_str(), r.best.description.c_str(),
               plan::SummarizeReport(r).c_str());
 }

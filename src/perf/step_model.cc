@@ -181,4 +181,19 @@ std::vector<Seconds> PipelinePhaseEnds(const std::vector<Seconds>& forward_s,
   return out;
 }
 
+Seconds PipelinePhaseLowerBound(const std::vector<Seconds>& forward_s,
+                                const std::vector<Seconds>& backward_s, int64_t micro_batches) {
+  MOTLEY_CHECK(forward_s.size() == backward_s.size(), "bad pipeline bound input");
+  Seconds before_f = 0;
+  Seconds before_b = 0;
+  Seconds bound = 0;
+  const auto m = static_cast<double>(micro_batches);
+  for (size_t i = 0; i < forward_s.size(); ++i) {
+    bound = std::max(bound, before_f + m * (forward_s[i] + backward_s[i]) + before_b);
+    before_f += forward_s[i];
+    before_b += backward_s[i];
+  }
+  return bound;
+}
+
 }  // namespace motley::perf

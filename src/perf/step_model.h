@@ -64,4 +64,14 @@ std::vector<Seconds> PipelinePhaseEnds(const std::vector<Seconds>& forward_s,
                                        const std::vector<Seconds>& bwd_link_s,
                                        int64_t micro_batches, spec::PipelineSchedule schedule);
 
+// A proven lower bound on max_i PipelinePhaseEnds(...)[i] for ready_s >= 0 and links >= 0, in
+// O(p): a stage's actions run one at a time, stage i cannot start before micro-batch 0's forwards
+// on stages 0..i-1 and stage 0 cannot end before the last micro-batch's backwards on stages
+// i-1..0 after stage i's, so
+//   bound = max_i [ sum_{j<i} forward_s[j] + m (forward_s[i] + backward_s[i]) + sum_{j<i}
+//   backward_s[j] ].
+// Both schedules (1F1B, GPipe). The planner prunes candidates with it (plan/evaluate.h).
+Seconds PipelinePhaseLowerBound(const std::vector<Seconds>& forward_s,
+                                const std::vector<Seconds>& backward_s, int64_t micro_batches);
+
 }  // namespace motley::perf

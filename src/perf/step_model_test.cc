@@ -1,10 +1,13 @@
 // Tests of the step-model building blocks: ring collectives on the virtual clock (uniform ring,
 // a slow hop, skewed entries, queued links), the chain broadcast, the pipeline walk against the
-// 1F1B formula without communication and its steady-state extrapolation, and the emulated compute
-// model's TP shape.
+// 1F1B formula without communication and its steady-state extrapolation, the pipeline lower bound
+// the planner prunes with (never above the walk), and the emulated compute model's TP shape.
 #include "perf/step_model.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
 
 #include "perf/emulated_compute_model.h"
 
@@ -70,6 +73,41 @@ TEST(StepModelTest, PipelineWalkMatchesTheFormulaAndExtrapolates) {
   const auto e60 = PipelinePhaseEnds(f2, b2, r2, cf, cb, 60, spec::PipelineSchedule::k1F1B);
   EXPECT_NEAR(e60[0], e12[0] + 49 * (e13[0] - e12[0]), 1e-9);
   EXPECT_GT(e13[0] - e12[0], 6.5 - 1e-9);  // the bottleneck stage's f + b at least
+}
+
+TEST(StepModelTest, PipelineLowerBoundHoldsAndIsTightWithoutLinks) {
+  // Equal stages, no links: the walk's (m + p - 1)(f + b) is the bound.
+  const std::vector<Seconds> f(4, 1.0), b(4, 2.0), ready(4, 0.0), c(3, 0.0);
+  for (int64_t m : {1, 4, 40}) {
+    const auto ends = PipelinePhaseEnds(f, b, ready, c, c, m, spec::PipelineSchedule::k1F1B);
+    EXPECT_NEAR(PipelinePhaseLowerBound(f, b, m), *std::max_element(ends.begin(), ends.end()),
+                1e-9);
+  }
+  // Random stages, links and ready times, both schedules, walked and extrapolated m: never above.
+  std::mt19937 rng(7);
+  auto uni = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t p = 1 + rng() % 6;
+    std::vector<Seconds> fw(p), bw(p), rd(p), lf(p - 1), lb(p - 1);
+    for (size_t i = 0; i < p; ++i) {
+      fw[i] = uni(0.1, 3.0);
+      bw[i] = uni(0.1, 6.0);
+      rd[i] = uni(0.0, 1.0);
+    }
+    for (size_t i = 0; i + 1 < p; ++i) {
+      lf[i] = uni(0.0, 2.0);
+      lb[i] = uni(0.0, 2.0);
+    }
+    const int64_t m = 1 + static_cast<int64_t>(rng() % 40);
+    for (auto schedule : {spec::PipelineSchedule::k1F1B, spec::PipelineSchedule::kGPipe}) {
+      const auto ends = PipelinePhaseEnds(fw, bw, rd, lf, lb, m, schedule);
+      EXPECT_LE(PipelinePhaseLowerBound(fw, bw, m),
+                *std::max_element(ends.begin(), ends.end()) * (1 + 1e-12))
+          << "trial " << trial << " p " << p << " m " << m;
+    }
+  }
 }
 
 TEST(EmulatedComputeModelTest, TensorParallelShardsTheBlockNotTheHead) {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "perf/memory_model.h"
+#include "perf/step_model.h"
 
 namespace motley::plan {
 namespace {
@@ -37,6 +38,9 @@ struct ShapeSplit {
   std::vector<int64_t> blocks;
   double fixed = 0;  // T(m = 1)
   double per = 0;    // steady-state period
+  // Per stage at the split's blocks without recompute (the lightest, which LightenRecompute may
+  // reach): the inputs of the pruning bound, perf::PipelinePhaseLowerBound.
+  std::vector<double> bound_forward, bound_backward;
 };
 
 void RenumberBlocks(spec::PipelinePlan* pipe) {
@@ -132,6 +136,7 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
   std::vector<double> fixed(static_cast<size_t>(d));
   std::vector<double> per(static_cast<size_t>(d));
   std::vector<int64_t> min_m(static_cast<size_t>(d));
+  std::vector<const ShapeSplit*> split_of(static_cast<size_t>(d));
   for (size_t k = 0; k < layout.size(); ++k) {
     spec::PipelinePlan& pipe = plan.pipelines[k];
     const size_t p = pipe.stages.size();
@@ -146,13 +151,15 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
     if (it == cache.end()) {
       ShapeSplit split;
       std::vector<StageLine> lines(p);
+      std::vector<spec::LinkClass> intra_links(p);
+      std::vector<double> rates(p);
       for (size_t i = 0; i < p; ++i) {
         const Unit& u = units_[static_cast<size_t>(layout[k][i])];
-        const spec::LinkClass intra_link =
-            u.devices.size() > 1 ? predictor_.LinkOf(u.devices[0], u.devices[1], links_)
-                                 : spec::LinkClass{};
-        const spec::LinkClass* intra = u.devices.size() > 1 ? &intra_link : nullptr;
+        if (u.devices.size() > 1)
+          intra_links[i] = predictor_.LinkOf(u.devices[0], u.devices[1], links_);
+        const spec::LinkClass* intra = u.devices.size() > 1 ? &intra_links[i] : nullptr;
         const double rate = perf::GroupRate(rates_, u.devices);
+        rates[i] = rate;
         const bool emb = i == 0;
         const bool head = i + 1 == p;
         const perf::StageCost c0 =
@@ -257,6 +264,14 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
           const double n = static_cast<double>(split.blocks[i]);
           costs[i] = {lines[i].fwd0 + n * lines[i].fwd1, lines[i].bwd0 + n * lines[i].bwd1};
         }
+        for (size_t i = 0; i < p; ++i) {
+          const Unit& u = units_[static_cast<size_t>(layout[k][i])];
+          const perf::StageCost none = predictor_.StageCostOfShape(
+              u.type, u.tp, u.devices.size() > 1 ? &intra_links[i] : nullptr, split.blocks[i],
+              i == 0, i + 1 == p, b, spec::Recompute::kNone, rates[i]);
+          split.bound_forward.push_back(none.forward_s);
+          split.bound_backward.push_back(none.backward_s);
+        }
         const std::vector<double> boundaries(c.begin(), c.end() - 1);
         split.fixed = perf::PipelineClosedForm(costs, boundaries, 1, es.schedule).time_s;
         split.per = perf::PipelineClosedForm(costs, boundaries, 2, es.schedule).time_s - split.fixed;
@@ -265,6 +280,7 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
       it = cache.emplace(sig, std::move(split)).first;
     }
     const ShapeSplit& split = it->second;
+    split_of[k] = &split;
     if (!split.ok) {
       out.reason = split.reason;
       return out;
@@ -278,13 +294,28 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
   const std::vector<int64_t> m = SplitMicroBatches(fixed, per, min_m, total_m);
   MOTLEY_CHECK(!m.empty(), "micro-batch split after the stage-count check");
   for (size_t k = 0; k < plan.pipelines.size(); ++k) plan.pipelines[k].micro_batches = m[k];
+  // The step cannot end before its slowest pipeline's phase (the step starts every rank at or
+  // after 0, and p2p only delays); the polish may go below the bound, so it only prunes without.
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
+    out.lower_bound_s = std::max(out.lower_bound_s,
+                                 perf::PipelinePhaseLowerBound(split_of[k]->bound_forward,
+                                                               split_of[k]->bound_backward, m[k]));
+  }
+  const bool polish = stages_total <= es.polish_max_stages;
+  if (!polish && out.lower_bound_s * (1 - 1e-12) >= es.prune_above) {
+    out.pruned = true;
+    return out;
+  }
   out.prediction = predictor_.Predict(plan, rates_, links_);
+  MOTLEY_CHECK(out.lower_bound_s <= out.prediction.iteration_s * (1 + 1e-9),
+               fmt::format("the pruning bound {} s is above the predicted step {} s",
+                           out.lower_bound_s, out.prediction.iteration_s));
   if (!out.prediction.fits_memory) {
     out.reason = "memory: " + out.prediction.memory_violation;
     return out;
   }
   if (es.recompute != spec::Recompute::kNone) LightenRecompute(&plan, &out.prediction);
-  if (stages_total <= es.polish_max_stages) Polish(&plan, &out.prediction, 50);
+  if (polish) Polish(&plan, &out.prediction, 50);
   out.feasible = true;
   return out;
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "perf/predictor.h"
@@ -25,11 +26,21 @@ struct EvalSettings {
   spec::PipelineSchedule schedule = spec::PipelineSchedule::k1F1B;
   bool zero1 = true;         // ZeRO-1 whenever there is more than one pipeline
   int polish_max_stages = 16;  // local search when the plan has at most this many stages
+  // Branch and bound: a plan that is not polished and whose proven lower bound on the step
+  // (LayoutEval::lower_bound_s) is at or above this is not predicted (LayoutEval::pruned). Exact:
+  // no plan of this layout and settings, at any recompute of the settings' or lighter, can be
+  // faster than the bound.
+  double prune_above = std::numeric_limits<double>::infinity();
 };
 
 struct LayoutEval {
   bool feasible = false;
-  std::string reason;  // why not, naming the binding constraint
+  std::string reason;   // why not, naming the binding constraint (empty when pruned)
+  bool pruned = false;  // not predicted: lower_bound_s >= EvalSettings::prune_above
+  // A lower bound on the predicted step of the split plan, at every recompute choice (0 when the
+  // layout is infeasible before the split): the slowest pipeline's perf::PipelinePhaseLowerBound
+  // at recompute 'none'. Checked against every prediction made.
+  double lower_bound_s = 0;
   spec::Plan plan;
   perf::Prediction prediction;
 };

@@ -64,6 +64,7 @@ struct Search {
   std::map<std::string, int64_t> reason_counts;
   int64_t layouts = 0;
   int64_t evaluations = 0;
+  int64_t pruned = 0;
 
   void Offer(const Candidate& c) {
     if (static_cast<int>(top.size()) >= options.rank_top &&
@@ -99,6 +100,42 @@ struct Search {
     return true;
   }
 
+  // Whether every pipeline has the same units' types and TP degrees, stage by stage: only then can
+  // a plan of the layout be Identical() and a candidate for best_identical.
+  static bool IdenticalShape(const std::vector<Unit>& units, const Layout& layout) {
+    for (const auto& p : layout) {
+      if (p.size() != layout.front().size()) return false;
+      for (size_t i = 0; i < p.size(); ++i) {
+        const Unit& a = units[static_cast<size_t>(p[i])];
+        const Unit& b = units[static_cast<size_t>(layout.front()[i])];
+        if (a.type != b.type || a.tp != b.tp) return false;
+      }
+    }
+    return true;
+  }
+  // The step time at or above which a candidate changes nothing the search keeps: the ranking
+  // (full, at its last time), the per-(type, TP) minima that pick the TP degrees of mixed layouts
+  // and the per-type best (single-type layouts) and the best identical plan (identical shapes).
+  // Every record compares with a strict <, so a candidate at the threshold is dropped anyway.
+  double PruneAbove(int single_type, int single_tp, bool identical_shape) const {
+    const double inf = std::numeric_limits<double>::infinity();
+    double at =
+        static_cast<int>(top.size()) >= options.rank_top ? top.back().prediction.iteration_s : inf;
+    if (single_type >= 0) {
+      double best_tp = inf;
+      auto it = per_type_tp.find(single_type);
+      if (it != per_type_tp.end()) {
+        for (const auto& [time, tp] : it->second) {
+          if (tp == single_tp) best_tp = std::min(best_tp, time);
+        }
+      }
+      at = std::max(at, best_tp);
+    }
+    if (identical_shape)
+      at = std::max(at, best_identical ? best_identical->prediction.iteration_s : inf);
+    return at;
+  }
+
   // Evaluates one layout over micro-batch sizes and recompute choices.
   void TryLayout(const std::vector<Unit>& units, const Layout& layout, const std::string& what,
                  int single_type, int single_tp) {
@@ -119,6 +156,7 @@ struct Search {
     }
     ++layouts;
     const LayoutEvaluator evaluator(predictor, units, options.rates, options.link_rates);
+    const bool identical_shape = IdenticalShape(units, layout);
     for (int64_t b : options.micro_batch_sizes) {
       if (b < 1 || train.global_batch % b != 0) continue;
       bool fits = false;
@@ -129,8 +167,16 @@ struct Search {
         es.schedule = options.schedule;
         es.zero1 = options.zero1;
         es.polish_max_stages = small ? 16 : 0;
+        if (options.prune) es.prune_above = PruneAbove(single_type, single_tp, identical_shape);
         ++evaluations;
         LayoutEval ev = evaluator.Evaluate(layout, es);
+        if (ev.pruned) {
+          // No recompute choice at this b can enter the ranking or a per-type record; a larger
+          // micro-batch may still be faster.
+          ++pruned;
+          fits = true;
+          break;
+        }
         if (!ev.feasible) {
           NoteReason(ev.reason);
           if (ev.reason.rfind("memory", 0) == 0) continue;  // heavier recompute may fit
@@ -436,6 +482,7 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
   report.ranked = s.top;
   report.layouts_considered = s.layouts;
   report.evaluations = s.evaluations;
+  report.evaluations_pruned = s.pruned;
   // Confirm the best few with the simulator.
   progress("simulating", 0.9);
   const sim::Simulator simulator(predictor);

@@ -47,6 +47,9 @@ struct PlannerOptions {
   perf::LinkRates link_rates;
   std::vector<int> only_types;        // restrict to these device type indices (empty = all)
   bool identical_only = false;        // only layouts whose pipelines are all identical
+  // Branch and bound: skip predicting a candidate whose proven lower bound cannot beat what the
+  // search keeps (plan/evaluate.h EvalSettings::prune_above). The result is the same either way.
+  bool prune = true;
   std::function<void(std::string_view stage, double fraction)> progress;
 };
 
@@ -120,6 +123,7 @@ struct PlanReport {
   std::vector<LeftOutDevices> left_out;  // by type; empty when every device is used
   int64_t layouts_considered = 0;
   int64_t evaluations = 0;
+  int64_t evaluations_pruned = 0;  // of those, cut by the lower bound before prediction
 };
 
 Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOptions& options);

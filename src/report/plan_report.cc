@@ -410,8 +410,9 @@ std::string PlanReportHtml(const perf::Predictor& predictor, const plan::PlanRep
   v.simulation = &simulation;
   std::string body = fmt::format(
       "<p class=\"note\">Layout: {}. {} layouts considered, {} "
-      "evaluations.</p>\n",
-      Escape(report.best.description), report.layouts_considered, report.evaluations);
+      "evaluations ({} cut by the lower bound without a prediction).</p>\n",
+      Escape(report.best.description), report.layouts_considered, report.evaluations,
+      report.evaluations_pruned);
   body += BaselineSections(report);
   body += PlanSections(predictor, v);
   body +=

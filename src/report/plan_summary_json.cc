@@ -111,6 +111,7 @@ Result<std::string> PlanSummaryJson(const perf::Predictor& predictor,
   j["ranked"] = ranked;
   j["search"] = {{"layouts", report.layouts_considered},
                  {"evaluations", report.evaluations},
+                 {"evaluations_pruned", report.evaluations_pruned},
                  {"wall_s", cost.wall_s},
                  {"cpu_s", cost.cpu_s}};
   return j.dump(2) + "\n";
