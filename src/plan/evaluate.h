@@ -26,10 +26,11 @@ struct EvalSettings {
   spec::PipelineSchedule schedule = spec::PipelineSchedule::k1F1B;
   bool zero1 = true;         // ZeRO-1 whenever there is more than one pipeline
   int polish_max_stages = 16;  // local search when the plan has at most this many stages
-  // Branch and bound: a plan that is not polished and whose proven lower bound on the step
-  // (LayoutEval::lower_bound_s) is at or above this is not predicted (LayoutEval::pruned). Exact:
-  // no plan of this layout and settings, at any recompute of the settings' or lighter, can be
-  // faster than the bound.
+  // Branch and bound: a plan that is not polished, whose proven lower bound on the step
+  // (LayoutEval::lower_bound_s) is at or above this and which surely passes Predict's memory
+  // check is not predicted (LayoutEval::pruned). Exact: no plan of this layout and settings, at
+  // any recompute of the settings' or lighter, can be faster than the bound, and the search takes
+  // the same next step (a larger micro-batch) as after predicting it.
   double prune_above = std::numeric_limits<double>::infinity();
 };
 

@@ -1,8 +1,9 @@
 // Oracle test of the planner's branch and bound (docs/architecture.md §3 rule 4: the unpruned
 // search is the oracle of the pruned one): on mid-size heterogeneous clusters, planning with
-// PlannerOptions::prune gives the same ranked candidates, times and choice as without it, while
-// skipping predictions. The bound itself is checked against every prediction made
-// (LayoutEvaluator::Evaluate), so every planner test also tests it.
+// PlannerOptions::prune gives the same evaluations, ranked candidates, times and choice as
+// without it, while skipping predictions. The bound itself is
+// checked against every prediction made (LayoutEvaluator::Evaluate), so every planner test also
+// tests it.
 #include <gtest/gtest.h>
 
 #include "core/sanitized_build.h"
@@ -25,6 +26,8 @@ void ExpectSameSearch(const testing::World& w, const std::string& what) {
   EXPECT_EQ(full->evaluations_pruned, 0) << what;
   EXPECT_GT(pruned->evaluations_pruned, 0) << what << ": the bound never cut a candidate";
   EXPECT_EQ(pruned->layouts_considered, full->layouts_considered) << what;
+  // A pruned evaluation leads where a predicted one would: the same evaluations in all.
+  EXPECT_EQ(pruned->evaluations, full->evaluations) << what;
   ASSERT_EQ(pruned->ranked.size(), full->ranked.size()) << what;
   for (size_t i = 0; i < full->ranked.size(); ++i) {
     EXPECT_EQ(pruned->ranked[i].description, full->ranked[i].description) << what << " rank " << i;
