@@ -104,8 +104,9 @@ Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::strin
 }
 
 Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int rank_top,
-                                     bool quiet) {
+                                     bool quiet, int threads) {
   plan::PlannerOptions options;
+  options.threads = threads;
   options.rates = offline.rates;
   options.link_rates = offline.link_rates;
   options.baselines = baselines;

@@ -55,9 +55,10 @@ Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::strin
                                              const std::vector<std::string>& stragglers);
 
 // The planner as `motley plan` runs it (baselines only when asked: they do not change the
-// choice); progress lines go to stderr unless quiet. The chosen plan passes spec::ValidatePlan,
-// the rule `validate`, `predict`, `simulate` and `train` apply too (an error otherwise).
+// choice); progress lines go to stderr unless quiet; `threads` evaluate candidates (0 = every
+// core; plan::PlannerOptions::threads). The chosen plan passes spec::ValidatePlan, the rule
+// `validate`, `predict`, `simulate` and `train` apply too (an error otherwise).
 Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int rank_top,
-                                     bool quiet);
+                                     bool quiet, int threads = 0);
 
 }  // namespace motley::cli

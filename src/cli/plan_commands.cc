@@ -157,6 +157,7 @@ struct PlanArgs {
   std::string trace_path;
   std::string summary_path;
   int top = 5;
+  int threads = 0;  // --threads: 0 = every core
   bool no_baselines = false;
   bool quiet = false;
   std::string baseline;  // --baseline: write this baseline instead of the chosen plan
@@ -174,7 +175,8 @@ int RunPlan(const PlanArgs& args) {
   const Offline& off = **o;
   const auto wall_start = std::chrono::steady_clock::now();
   const std::clock_t cpu_start = std::clock();
-  auto report = PlanOffline(off, !args.no_baselines || baseline.has_value(), args.top, args.quiet);
+  auto report = PlanOffline(off, !args.no_baselines || baseline.has_value(), args.top, args.quiet,
+                            args.threads);
   report::PlanningCost cost;
   cost.cpu_s = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   cost.wall_s =
@@ -298,6 +300,12 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
   plan_cmd->add_option("--top", plan_args->top, "Rows of the ranked table (default 5)")
       ->check(IntRange(1, 1000000))
       ->type_name("N");
+  plan_cmd
+      ->add_option("--threads", plan_args->threads,
+                   "Threads evaluating candidates (default 0: every core); the chosen plan and "
+                   "the ranking are the same for any N")
+      ->check(IntRange(0, 4096))
+      ->type_name("N");
   plan_cmd->add_flag("--no-baselines", plan_args->no_baselines,
                      "Skip the baselines and references (faster)");
   plan_cmd->add_flag("--quiet", plan_args->quiet, "No progress lines on stderr");
@@ -306,7 +314,8 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
                          "summary.json",
                          "motley plan examples/runs/hetero-4.yaml --baseline uniform -o "
                          "uniform.json",
-                         "motley plan examples/runs/emulated-8.yaml -o plan.json --straggler 5=3"});
+                         "motley plan examples/runs/emulated-8.yaml -o plan.json --straggler 5=3",
+                         "motley plan examples/runs/hethub-140b.yaml -o plan.json --threads 1"});
   plan_cmd->callback([plan_args, done] { done(RunPlan(*plan_args)); });
 
   auto predict_args = std::make_shared<CommonArgs>();

@@ -5,14 +5,20 @@
 // (d pipelines sharing every (island, type) bucket), segregated by type and by island, with
 // contiguous or strided placement and the stage order of types varied. Small instances (at most
 // 8 TP groups at TP 1) try every d, every type order and every combination of per-group d.
+// Layouts are queued and evaluated in batches on PlannerOptions::threads threads (std::thread:
+// a batch is a few dozen independent predictions, too few to need a task library); their
+// outcomes are applied in queue order, so the search ends as on one thread.
 #include "plan/planner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -46,14 +52,41 @@ std::vector<int> ValidTp(const spec::ClusterSpec& cluster, const spec::ModelSpec
 
 namespace {
 
+// One layout to evaluate over micro-batch sizes and recompute choices (Search::TryLayout).
+struct LayoutJob {
+  std::shared_ptr<const std::vector<Unit>> units;
+  Layout layout;
+  std::string what;
+  int single_type = -1;  // the one device type of a single-type layout, else -1
+  int single_tp = 0;
+  bool identical_shape = false;
+  double prune_above = std::numeric_limits<double>::infinity();  // the records when queued
+};
+
+// What one evaluation of a job gave: pruned, infeasible (with why) or a candidate.
+struct Outcome {
+  bool pruned = false;
+  std::string reason;
+  std::optional<Candidate> candidate;
+};
+
 struct Search {
   Search(const perf::Predictor& p, const PlannerOptions& o)
-      : predictor(p), options(o), cluster(p.cluster()), model(p.model()), train(p.train()) {}
+      : predictor(p),
+        options(o),
+        cluster(p.cluster()),
+        model(p.model()),
+        train(p.train()),
+        threads(o.threads > 0
+                    ? o.threads
+                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {}
   const perf::Predictor& predictor;
   const PlannerOptions& options;
   const spec::ClusterSpec& cluster;
   const spec::ModelSpec& model;
   const spec::TrainSpec& train;
+  const int threads;
+  std::vector<LayoutJob> pending;  // queued layouts (threads > 1), evaluated by Flush()
   bool small = false;
   std::vector<Candidate> top;                 // sorted by predicted time, at most rank_top
   std::map<int, std::vector<std::pair<double, int>>> per_type_tp;  // type -> (time, tp)
@@ -136,10 +169,11 @@ struct Search {
     return at;
   }
 
-  // Evaluates one layout over micro-batch sizes and recompute choices.
-  void TryLayout(const std::vector<Unit>& units, const Layout& layout, const std::string& what,
-                 int single_type, int single_tp) {
+  // Queues one layout (each distinct layout once); with one thread it is evaluated at once.
+  void TryLayout(const std::shared_ptr<const std::vector<Unit>>& units_ptr, const Layout& layout,
+                 const std::string& what, int single_type, int single_tp) {
     if (layout.empty()) return;
+    const std::vector<Unit>& units = *units_ptr;
     std::string key;
     for (const auto& p : layout) {
       for (int u : p) key += fmt::format("{}:{},", units[static_cast<size_t>(u)].devices.front(), units[static_cast<size_t>(u)].tp);
@@ -155,8 +189,52 @@ struct Search {
       }
     }
     ++layouts;
-    const LayoutEvaluator evaluator(predictor, units, options.rates, options.link_rates);
-    const bool identical_shape = IdenticalShape(units, layout);
+    LayoutJob job{units_ptr, layout, what, single_type, single_tp, IdenticalShape(units, layout)};
+    if (threads == 1) {
+      // The records tighten after every evaluation, as they are applied at once.
+      RunLayout(
+          job, [&] { return PruneAbove(job.single_type, job.single_tp, job.identical_shape); },
+          [&](Outcome o) { Apply(job, std::move(o)); });
+      return;
+    }
+    pending.push_back(std::move(job));
+    if (static_cast<int>(pending.size()) >= 4 * threads) Flush();
+  }
+
+  // Evaluates the queued layouts on `threads` threads, each against the records as they stood
+  // when the batch started (looser than the one-thread search's, so pruning stays exact), then
+  // applies their outcomes in queue order: the records end as with one thread.
+  void Flush() {
+    if (pending.empty()) return;
+    for (LayoutJob& job : pending) {
+      job.prune_above = PruneAbove(job.single_type, job.single_tp, job.identical_shape);
+    }
+    std::vector<std::vector<Outcome>> outcomes(pending.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < pending.size(); i = next++) {
+        const LayoutJob& job = pending[i];
+        RunLayout(
+            job, [&] { return job.prune_above; },
+            [&](Outcome o) { outcomes[i].push_back(std::move(o)); });
+      }
+    };
+    std::vector<std::thread> pool;
+    const size_t n = std::min(pending.size(), static_cast<size_t>(threads));
+    for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& th : pool) th.join();
+    for (size_t i = 0; i < pending.size(); ++i) {
+      for (Outcome& o : outcomes[i]) Apply(pending[i], std::move(o));
+    }
+    pending.clear();
+  }
+
+  // Evaluates one layout over micro-batch sizes and recompute choices, reporting each evaluation
+  // to `emit` in order. Reads only the options and the predictor: safe on any thread.
+  void RunLayout(const LayoutJob& job, const std::function<double()>& prune_above,
+                 const std::function<void(Outcome)>& emit) const {
+    const LayoutEvaluator evaluator(predictor, *job.units, options.rates, options.link_rates);
     for (int64_t b : options.micro_batch_sizes) {
       if (b < 1 || train.global_batch % b != 0) continue;
       bool fits = false;
@@ -167,44 +245,64 @@ struct Search {
         es.schedule = options.schedule;
         es.zero1 = options.zero1;
         es.polish_max_stages = small ? 16 : 0;
-        if (options.prune) es.prune_above = PruneAbove(single_type, single_tp, identical_shape);
-        ++evaluations;
-        LayoutEval ev = evaluator.Evaluate(layout, es);
+        if (options.prune) es.prune_above = prune_above();
+        LayoutEval ev = evaluator.Evaluate(job.layout, es);
+        Outcome o;
         if (ev.pruned) {
           // No recompute choice at this b can enter the ranking or a per-type record; a larger
           // micro-batch may still be faster.
-          ++pruned;
+          o.pruned = true;
+          emit(std::move(o));
           fits = true;
           break;
         }
         if (!ev.feasible) {
-          NoteReason(ev.reason);
-          if (ev.reason.rfind("memory", 0) == 0) continue;  // heavier recompute may fit
+          const bool memory = ev.reason.rfind("memory", 0) == 0;
+          o.reason = std::move(ev.reason);
+          emit(std::move(o));
+          if (memory) continue;  // heavier recompute may fit
           break;
         }
         Candidate c;
         c.plan = std::move(ev.plan);
         c.prediction = std::move(ev.prediction);
-        c.description = fmt::format("{}, b={}, recompute={}", what, b,
-                                    spec::RecomputeSummary(c.plan));
+        c.description =
+            fmt::format("{}, b={}, recompute={}", job.what, b, spec::RecomputeSummary(c.plan));
         c.plan.comment = "motley planner: " + c.description;
-        if (single_type >= 0) {
-          per_type_tp[single_type].emplace_back(c.prediction.iteration_s, single_tp);
-          auto it = best_per_type.find(single_type);
-          if (it == best_per_type.end() || c.prediction.iteration_s < it->second.prediction.iteration_s) {
-            best_per_type[single_type] = c;
-          }
-        }
-        if (Identical(c.plan, cluster) &&
-            (!best_identical || c.prediction.iteration_s < best_identical->prediction.iteration_s)) {
-          best_identical = c;
-        }
-        Offer(c);
+        o.candidate = std::move(c);
+        emit(std::move(o));
         fits = true;
         break;  // lighter recompute fits: heavier only costs time
       }
       if (!fits) break;  // a larger micro-batch needs more memory and gives fewer micro-batches
     }
+  }
+
+  // Records one evaluation's outcome.
+  void Apply(const LayoutJob& job, Outcome o) {
+    ++evaluations;
+    if (o.pruned) {
+      ++pruned;
+      return;
+    }
+    if (!o.candidate) {
+      NoteReason(o.reason);
+      return;
+    }
+    const Candidate& c = *o.candidate;
+    if (job.single_type >= 0) {
+      per_type_tp[job.single_type].emplace_back(c.prediction.iteration_s, job.single_tp);
+      auto it = best_per_type.find(job.single_type);
+      if (it == best_per_type.end() ||
+          c.prediction.iteration_s < it->second.prediction.iteration_s) {
+        best_per_type[job.single_type] = c;
+      }
+    }
+    if (Identical(c.plan, cluster) &&
+        (!best_identical || c.prediction.iteration_s < best_identical->prediction.iteration_s)) {
+      best_identical = c;
+    }
+    Offer(c);
   }
 
   // Pipeline counts to try for U units (p = ceil(U/d) <= blocks).
@@ -233,6 +331,7 @@ struct Search {
     if (all_units.empty()) return;
     if (!small || all_units.size() > 6) {
       SearchUnits(types, tp, single_type, all_units);
+      Flush();
       return;
     }
     // Small instances: every subset of the units that keeps each type of `types` present.
@@ -248,10 +347,13 @@ struct Search {
       }
       if (all_types) SearchUnits(types, tp, single_type, subset);
     }
+    Flush();
   }
 
   void SearchUnits(const std::vector<int>& types, const TpAssignment& tp, int single_type,
-                   const std::vector<Unit>& units) {
+                   const std::vector<Unit>& unit_list) {
+    const auto units_ptr = std::make_shared<const std::vector<Unit>>(unit_list);
+    const std::vector<Unit>& units = *units_ptr;
     const std::vector<Bucket> buckets = BucketUnits(units);
     const int u = static_cast<int>(units.size());
     // Type orders: by memory descending (memory-first placement: early stages hold the most
@@ -284,7 +386,7 @@ struct Search {
       const char* pl = placement == Placement::kContiguous ? "contiguous" : "strided";
       for (const auto& order : orders) {
         for (int d : DValues(u)) {
-          TryLayout(units, BalancedLayout(units, buckets, d, placement, order),
+          TryLayout(units_ptr, BalancedLayout(units, buckets, d, placement, order),
                     fmt::format("balanced d={} {} [{}]", d, pl, tps), single_type, single_tp);
           if (small && buckets.size() <= 5) {
             // Every order of the buckets (stage order across islands too).
@@ -293,7 +395,7 @@ struct Search {
             for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
             do {
               for (size_t i = 0; i < idx.size(); ++i) perm[i] = buckets[idx[i]];
-              TryLayout(units, BalancedLayout(units, perm, d, placement, {}),
+              TryLayout(units_ptr, BalancedLayout(units, perm, d, placement, {}),
                         fmt::format("balanced d={} {} bucket order [{}]", d, pl, tps), single_type,
                         single_tp);
             } while (std::next_permutation(idx.begin(), idx.end()));
@@ -334,7 +436,8 @@ struct Search {
           for (const auto& ds : choices) {
             std::string dstr;
             for (int x : ds) dstr += fmt::format("{}{}", dstr.empty() ? "" : ",", x);
-            TryLayout(units, SegregatedLayout(units, buckets, key, ds, placement, order, nullptr),
+            TryLayout(units_ptr,
+                      SegregatedLayout(units, buckets, key, ds, placement, order, nullptr),
                       fmt::format("segregated by {} d=({}) {} [{}]", key == 0 ? "type" : "island",
                                   dstr, pl, tps),
                       single_type, single_tp);

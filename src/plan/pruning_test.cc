@@ -1,9 +1,9 @@
 // Oracle test of the planner's branch and bound (docs/architecture.md §3 rule 4: the unpruned
 // search is the oracle of the pruned one): on mid-size heterogeneous clusters, planning with
 // PlannerOptions::prune gives the same evaluations, ranked candidates, times and choice as
-// without it, while skipping predictions. The bound itself is
-// checked against every prediction made (LayoutEvaluator::Evaluate), so every planner test also
-// tests it.
+// without it, while skipping predictions, and so does the pruned search on three threads. The bound
+// itself is checked against every prediction made (LayoutEvaluator::Evaluate), so every planner
+// test also tests it.
 #include <gtest/gtest.h>
 
 #include "core/sanitized_build.h"
@@ -35,6 +35,20 @@ void ExpectSameSearch(const testing::World& w, const std::string& what) {
         << what << " rank " << i;
   }
   EXPECT_EQ(pruned->best.description, full->best.description) << what;
+  // Candidates evaluated on three threads, pruned against records a batch late: the same search.
+  options.threads = 3;
+  auto threaded = PlanCluster(*w.predictor, options);
+  ASSERT_TRUE(threaded.ok()) << what << ": " << threaded.status().message();
+  EXPECT_EQ(threaded->layouts_considered, full->layouts_considered) << what;
+  EXPECT_EQ(threaded->evaluations, pruned->evaluations) << what;
+  ASSERT_EQ(threaded->ranked.size(), full->ranked.size()) << what;
+  for (size_t i = 0; i < full->ranked.size(); ++i) {
+    EXPECT_EQ(threaded->ranked[i].description, full->ranked[i].description)
+        << what << " rank " << i;
+    EXPECT_EQ(threaded->ranked[i].prediction.iteration_s, full->ranked[i].prediction.iteration_s)
+        << what << " rank " << i;
+  }
+  EXPECT_EQ(threaded->best.description, full->best.description) << what;
   std::printf("%s: %lld of %lld evaluations pruned\n", what.c_str(),
               static_cast<long long>(pruned->evaluations_pruned),
               static_cast<long long>(pruned->evaluations));
