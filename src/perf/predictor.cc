@@ -293,7 +293,103 @@ StageMemoryInput StageMemoryInputOf(const spec::StagePlan& st, const spec::Pipel
   return in;
 }
 
+// Prediction::memory_violation for stage i of pipeline k.
+std::string MemoryViolationText(const spec::ClusterSpec& cluster, size_t k, size_t i,
+                                const spec::StagePlan& st, const spec::PipelinePlan& pipe,
+                                int64_t in_flight, const StageMemory& memory, Bytes capacity) {
+  const int type = cluster.device(st.devices.front()).type;
+  return fmt::format(
+      "pipelines[{}].stages[{}] ({} blocks{}{}, tp {}, b {}, {} in flight) needs {:.2f} GiB "
+      "per '{}' device but it has {:.2f} GiB (weights {:.2f}, grads {:.2f}, optimizer "
+      "{:.2f}, activations {:.2f}, buffers {:.2f})",
+      k, i, st.num_blocks, st.has_embedding ? " + embedding" : "", st.has_head ? " + head" : "",
+      st.tp_degree, pipe.micro_batch_size, in_flight, memory.total() / kGiB,
+      cluster.device_types[static_cast<size_t>(type)].name, capacity / kGiB, memory.weights / kGiB,
+      memory.gradients / kGiB, memory.optimizer / kGiB, memory.activations / kGiB,
+      memory.buffers / kGiB);
+}
+
 }  // namespace
+
+Predictor::PlanMemoryCheck Predictor::CheckPlanMemory(const spec::Plan& plan) const {
+  const int64_t L = model_.num_blocks;
+  const size_t layers = static_cast<size_t>(spec::NumGradientLayers(L));
+  auto each_layer = [&](const spec::StagePlan& st, auto&& f) {
+    if (st.has_embedding) f(size_t{0});
+    for (int64_t b = 0; b < st.num_blocks; ++b) f(static_cast<size_t>(st.first_block + 1 + b));
+    if (st.has_head) f(layers - 1);
+  };
+  // Per gradient layer: how many stages hold it and whether their TP degrees differ.
+  std::vector<int> holders(layers, 0);
+  std::vector<int> tp_of(layers, 0);
+  std::vector<char> mixed(layers, 0);
+  const bool zero1 = plan.optimizer_sharding == spec::OptimizerSharding::kZero1;
+  if (zero1) {
+    for (const spec::PipelinePlan& pipe : plan.pipelines) {
+      for (const spec::StagePlan& st : pipe.stages) {
+        each_layer(st, [&](size_t l) {
+          if (holders[l]++ == 0) tp_of[l] = st.tp_degree;
+          if (tp_of[l] != st.tp_degree) mixed[l] = 1;
+        });
+      }
+    }
+  }
+  const bool runtime = RunsAsTheRuntime();
+  // The runtime rounds each layer's chunk up where the stage estimate rounds their sum: at most
+  // one element per layer, of the two moments and the segment (fp32).
+  const Bytes margin = runtime ? 16.0 * static_cast<double>(layers + 1) : 0.0;
+  std::map<std::pair<int, int64_t>, std::vector<int64_t>> in_flight;  // (stages, m) -> per stage
+  PlanMemoryCheck out;
+  out.verdict = MemoryVerdict::kFits;
+  Bytes worst_excess = 0;
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
+    const spec::PipelinePlan& pipe = plan.pipelines[k];
+    const int p = pipe.num_stages();
+    auto it = in_flight.find({p, pipe.micro_batches});
+    if (it == in_flight.end()) {
+      Result<sched::Schedule> schedule = sched::BuildSchedule(plan.schedule, p, pipe.micro_batches);
+      MOTLEY_CHECK(schedule.ok(), schedule.status().message());
+      std::vector<int64_t> per_stage(static_cast<size_t>(p));
+      for (int i = 0; i < p; ++i) {
+        per_stage[static_cast<size_t>(i)] = sched::InFlightMicroBatches(*schedule, i);
+      }
+      it = in_flight.emplace(std::make_pair(p, pipe.micro_batches), std::move(per_stage)).first;
+    }
+    for (size_t i = 0; i < pipe.stages.size(); ++i) {
+      const spec::StagePlan& st = pipe.stages[i];
+      StageMemoryInput in = StageMemoryInputOf(st, pipe, train_.seq_len, it->second[i]);
+      int dp = 0;
+      if (zero1) {
+        each_layer(st, [&](size_t l) {
+          const int degree = mixed[l] || holders[l] < 2 ? 1 : holders[l];
+          dp = dp == 0 ? degree : std::min(dp, degree);
+        });
+      }
+      in.dp_degree = std::max(dp, 1);
+      in.recompute = st.recompute;
+      in.sharding = plan.optimizer_sharding;
+      const Bytes capacity =
+          cluster_.device_types[static_cast<size_t>(cluster_.device(st.devices.front()).type)]
+              .memory_bytes;
+      if (runtime) {
+        if (StageMemoryForPlanning(in, plan.schedule) + margin > capacity) {
+          return {MemoryVerdict::kUnknown, ""};
+        }
+        continue;
+      }
+      // As FillMemoryAndRates: the worst over-capacity stage, the first of equals.
+      const StageMemory memory = StageMemoryPerDevice(model_, in, settings_);
+      const Bytes excess = memory.total() - capacity;
+      if (excess > 0 && excess > worst_excess) {
+        worst_excess = excess;
+        out.verdict = MemoryVerdict::kOver;
+        out.violation =
+            MemoryViolationText(cluster_, k, i, st, pipe, in.in_flight, memory, capacity);
+      }
+    }
+  }
+  return out;
+}
 
 Bytes Predictor::StageMemoryForPlanning(const StageMemoryInput& in,
                                         spec::PipelineSchedule schedule) const {
@@ -360,11 +456,17 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
   const bool runtime = RunsAsTheRuntime();
   std::map<int, int> rank_of_device;
   for (const sched::RankStep& rs : program.ranks) rank_of_device[rs.device] = rs.rank;
+  std::map<std::pair<int, int64_t>, sched::Schedule> schedules;  // (stages, m): built once
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     const int p = pipe.num_stages();
-    Result<sched::Schedule> schedule = sched::BuildSchedule(plan.schedule, p, pipe.micro_batches);
-    MOTLEY_CHECK(schedule.ok(), schedule.status().message());
+    auto built = schedules.find({p, pipe.micro_batches});
+    if (built == schedules.end()) {
+      Result<sched::Schedule> s = sched::BuildSchedule(plan.schedule, p, pipe.micro_batches);
+      MOTLEY_CHECK(s.ok(), s.status().message());
+      built = schedules.emplace(std::make_pair(p, pipe.micro_batches), std::move(*s)).first;
+    }
+    const sched::Schedule* schedule = &built->second;
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& st = pipe.stages[i];
       StagePrediction& sp = pred->stages[k][i];
@@ -423,15 +525,8 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
       if (excess > 0 && excess > worst_mem_excess) {
         worst_mem_excess = excess;
         pred->fits_memory = false;
-        pred->memory_violation = fmt::format(
-            "pipelines[{}].stages[{}] ({} blocks{}{}, tp {}, b {}, {} in flight) needs {:.2f} GiB "
-            "per '{}' device but it has {:.2f} GiB (weights {:.2f}, grads {:.2f}, optimizer "
-            "{:.2f}, activations {:.2f}, buffers {:.2f})",
-            k, i, st.num_blocks, st.has_embedding ? " + embedding" : "",
-            st.has_head ? " + head" : "", st.tp_degree, pipe.micro_batch_size, in.in_flight,
-            sp.memory.total() / kGiB, cluster_.device_types[static_cast<size_t>(type)].name,
-            sp.capacity / kGiB, sp.memory.weights / kGiB, sp.memory.gradients / kGiB,
-            sp.memory.optimizer / kGiB, sp.memory.activations / kGiB, sp.memory.buffers / kGiB);
+        pred->memory_violation =
+            MemoryViolationText(cluster_, k, i, st, pipe, in.in_flight, sp.memory, sp.capacity);
       }
     }
   }

@@ -10,8 +10,6 @@
 
 #include "perf/memory_model.h"
 #include "perf/step_model.h"
-#include "sched/schedule.h"
-#include "spec/plan_topology.h"
 
 namespace motley::plan {
 namespace {
@@ -51,80 +49,6 @@ void RenumberBlocks(spec::PipelinePlan* pipe) {
     st.first_block = first;
     first += st.num_blocks;
   }
-}
-
-// Whether Predict's memory check must pass for `plan` (every stage at its recompute choice): each
-// stage, at its schedule's exact in-flight count and at the ZeRO-1 degree the step program gives
-// it (sched/step_program.cc: a layer is sharded over its holders when they are two or more with
-// one TP degree; a stage's degree is its layers' smallest, 1 when one of them is not sharded),
-// fits its device type's memory, with a margin for the shards' rounding (the runtime rounds each
-// layer's chunk up, the estimate the stage's sum). A plan may be pruned unpredicted only then: one
-// that fails Predict's check makes the search try a heavier recompute, which a pruned one would
-// not, so pruning it could change the result. Checked against every prediction made.
-bool SurelyFitsMemory(const perf::Predictor& predictor, const spec::Plan& plan) {
-  const spec::ClusterSpec& cluster = predictor.cluster();
-  const int64_t L = predictor.model().num_blocks;
-  const size_t layers = static_cast<size_t>(spec::NumGradientLayers(L));
-  // Per gradient layer: how many stages hold it and whether their TP degrees differ.
-  std::vector<int> holders(layers, 0);
-  std::vector<int> tp_of(layers, 0);
-  std::vector<char> mixed(layers, 0);
-  auto each_layer = [&](const spec::StagePlan& st, auto&& f) {
-    if (st.has_embedding) f(size_t{0});
-    for (int64_t b = 0; b < st.num_blocks; ++b) f(static_cast<size_t>(st.first_block + 1 + b));
-    if (st.has_head) f(layers - 1);
-  };
-  const bool zero1 = plan.optimizer_sharding == spec::OptimizerSharding::kZero1;
-  if (zero1) {
-    for (const spec::PipelinePlan& pipe : plan.pipelines) {
-      for (const spec::StagePlan& st : pipe.stages) {
-        each_layer(st, [&](size_t l) {
-          if (holders[l]++ == 0) tp_of[l] = st.tp_degree;
-          if (tp_of[l] != st.tp_degree) mixed[l] = 1;
-        });
-      }
-    }
-  }
-  const Bytes margin = 16.0 * static_cast<double>(layers + 1);
-  std::map<std::pair<int, int64_t>, std::vector<int64_t>> in_flight;  // (stages, m) -> per stage
-  for (const spec::PipelinePlan& pipe : plan.pipelines) {
-    const int p = pipe.num_stages();
-    auto it = in_flight.find({p, pipe.micro_batches});
-    if (it == in_flight.end()) {
-      Result<sched::Schedule> schedule = sched::BuildSchedule(plan.schedule, p, pipe.micro_batches);
-      MOTLEY_CHECK(schedule.ok(), schedule.status().message());
-      std::vector<int64_t> per_stage(static_cast<size_t>(p));
-      for (int i = 0; i < p; ++i)
-        per_stage[static_cast<size_t>(i)] = sched::InFlightMicroBatches(*schedule, i);
-      it = in_flight.emplace(std::make_pair(p, pipe.micro_batches), std::move(per_stage)).first;
-    }
-    for (size_t i = 0; i < pipe.stages.size(); ++i) {
-      const spec::StagePlan& st = pipe.stages[i];
-      int dp = 0;
-      if (zero1) {
-        each_layer(st, [&](size_t l) {
-          const int degree = mixed[l] || holders[l] < 2 ? 1 : holders[l];
-          dp = dp == 0 ? degree : std::min(dp, degree);
-        });
-      }
-      perf::StageMemoryInput in;
-      in.num_blocks = st.num_blocks;
-      in.has_embedding = st.has_embedding;
-      in.has_head = st.has_head;
-      in.tp = st.tp_degree;
-      in.micro_batch_size = pipe.micro_batch_size;
-      in.seq_len = predictor.train().seq_len;
-      in.in_flight = it->second[i];
-      in.recompute = st.recompute;
-      in.dp_degree = std::max(dp, 1);
-      in.sharding =
-          in.dp_degree > 1 ? spec::OptimizerSharding::kZero1 : spec::OptimizerSharding::kNone;
-      const Bytes need = predictor.StageMemoryForPlanning(in, plan.schedule) + margin;
-      const int type = cluster.device(st.devices.front()).type;
-      if (need > cluster.device_types[static_cast<size_t>(type)].memory_bytes) return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace
@@ -372,15 +296,22 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
   for (size_t k = 0; k < plan.pipelines.size(); ++k) plan.pipelines[k].micro_batches = m[k];
   // The step cannot end before its slowest pipeline's phase (the step starts every rank at or
   // after 0, and p2p only delays); the polish may go below the bound, so it only prunes without.
-  // A plan Predict might find over memory is predicted (SurelyFitsMemory).
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     out.lower_bound_s = std::max(out.lower_bound_s,
                                  perf::PipelinePhaseLowerBound(split_of[k]->bound_forward,
                                                                split_of[k]->bound_backward, m[k]));
   }
   const bool polish = stages_total <= es.polish_max_stages;
-  const bool surely_fits = SurelyFitsMemory(predictor_, plan);
-  if (!polish && out.lower_bound_s * (1 - 1e-12) >= es.prune_above && surely_fits) {
+  // Only a plan known to fit memory is pruned: one Predict finds over memory sends the search to
+  // a heavier recompute, which a pruned one would not. One known to be over is not predicted.
+  using Verdict = perf::Predictor::MemoryVerdict;
+  const perf::Predictor::PlanMemoryCheck memory = predictor_.CheckPlanMemory(plan);
+  if (memory.verdict == Verdict::kOver) {
+    out.reason = "memory: " + memory.violation;
+    return out;
+  }
+  if (!polish && out.lower_bound_s * (1 - 1e-12) >= es.prune_above &&
+      memory.verdict == Verdict::kFits) {
     out.pruned = true;
     return out;
   }
@@ -388,9 +319,8 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
   MOTLEY_CHECK(out.lower_bound_s <= out.prediction.iteration_s * (1 + 1e-9),
                fmt::format("the pruning bound {} s is above the predicted step {} s",
                            out.lower_bound_s, out.prediction.iteration_s));
-  MOTLEY_CHECK(!surely_fits || out.prediction.fits_memory,
-               "a plan the pruning's memory check passed is over memory: " +
-                   out.prediction.memory_violation);
+  MOTLEY_CHECK(memory.verdict != Verdict::kFits || out.prediction.fits_memory,
+               "Predictor::CheckPlanMemory said fits, Predict: " + out.prediction.memory_violation);
   if (!out.prediction.fits_memory) {
     out.reason = "memory: " + out.prediction.memory_violation;
     return out;

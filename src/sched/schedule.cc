@@ -178,6 +178,9 @@ Result<Schedule> BuildSchedule(spec::PipelineSchedule kind, int num_stages,
   const int64_t m = num_micro_batches;
   for (int i = 0; i < num_stages; ++i) {
     std::vector<Action>& actions = schedule.stages[static_cast<size_t>(i)];
+    // At most a receive, a compute and a send per pass of a micro-batch through a chunk, and the
+    // two step actions.
+    actions.reserve(static_cast<size_t>(6 * m * v + 2));
     StageBuilder b(i, num_stages, &actions);
     if (v > 1) {
       InterleavedStage(i, num_stages, m, v, &actions);
