@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/fail.h"
+#include "core/thread_count.h"
 #include "spec/run_file.h"
 #include "train/evaluate.h"
 #include "train/trainer.h"
@@ -32,7 +33,7 @@ int RunEval(const EvalArgs& args) {
   Result<spec::RunFile> run = spec::LoadRunFile(args.run_path);
   if (!run.ok()) return Fail("eval", run.status());
   train::EvalOptions options = args.options;
-  options.threads = train::ResolveThreads(args.threads > 0 ? args.threads : run->train.threads);
+  options.threads = ThreadsOrAllCores(args.threads > 0 ? args.threads : run->train.threads);
   Result<train::EvalResult> r = train::EvaluateCheckpoint(run->model, run->train, options);
   if (!r.ok()) return Fail("eval", r.status().WithContext(args.run_path));
   if (args.json) {

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/validators.h"
+#include "core/thread_count.h"
 #include "spec/limits.h"
 #include "spec/run_file.h"
 #include "train/generate.h"
@@ -50,7 +51,7 @@ int RunGenerate(const GenerateArgs& args) {
   options.temperature = args.temperature;
   options.top_k = args.top_k;
   options.seed = args.seed;
-  const int threads = train::ResolveThreads(args.threads > 0 ? args.threads : run->train.threads);
+  const int threads = ThreadsOrAllCores(args.threads > 0 ? args.threads : run->train.threads);
   std::string loaded;
   Result<std::string> text =
       train::GenerateFromCheckpoint(run->model, args.checkpoint, options, threads, &loaded);

@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/validators.h"
+#include "core/thread_count.h"
 #include "perf/profile.h"
 #include "spec/limits.h"
 #include "spec/run_file.h"
@@ -54,7 +55,7 @@ Status RunProfileOrError(const ProfileArgs& args) {
   options.micro_batch_sizes = args.micro_batches;
   options.seq_len = run.train.seq_len;
   options.tp = args.tp;
-  options.threads = train::ResolveThreads(args.threads > 0 ? args.threads : run.train.threads);
+  options.threads = ThreadsOrAllCores(args.threads > 0 ? args.threads : run.train.threads);
   options.repeats = args.repeats;
   options.companions = args.companions;
   options.progress = [](const std::string& line) {

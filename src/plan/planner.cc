@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "core/thread_count.h"
 #include "perf/flops.h"
 #include "perf/memory_model.h"
 #include "plan/evaluate.h"
@@ -77,9 +78,7 @@ struct Search {
         cluster(p.cluster()),
         model(p.model()),
         train(p.train()),
-        threads(o.threads > 0
-                    ? o.threads
-                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {}
+        threads(ThreadsOrAllCores(o.threads)) {}
   const perf::Predictor& predictor;
   const PlannerOptions& options;
   const spec::ClusterSpec& cluster;

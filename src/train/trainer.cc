@@ -3,16 +3,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <memory>
 #include <span>
-#include <thread>
 
 #include <fmt/core.h>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/checked_math.h"
+#include "core/thread_count.h"
 #include "model/optimizer.h"
 #include "model/stage.h"
 #include "train/batch_sampler.h"
@@ -67,11 +67,6 @@ void Print(std::FILE* out, const std::string& text) {
 
 }  // namespace
 
-int ResolveThreads(int requested) {
-  if (requested > 0) return requested;
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
 Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& train,
                            const TrainerOptions& options) {
   const int64_t global_batch = train.global_batch;
@@ -110,7 +105,7 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
   MOTLEY_ASSIGN_OR_RETURN(TokenSplits data, LoadTokenSplits(train.data, model.vocab_size, seq_len));
 
   TrainSummary summary;
-  summary.threads = ResolveThreads(train.threads);
+  summary.threads = ThreadsOrAllCores(train.threads);
   backend::SetBlasThreads(summary.threads);  // one rank in this process: BLAS gets every thread
   backend::CpuBackend backend(summary.threads);
 

@@ -88,7 +88,4 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
 // The summary block printed at the end of a run (several lines, newline-terminated).
 std::string FormatSummary(const TrainSummary& summary);
 
-// Threads a run uses: train.threads, or every core when it is 0.
-int ResolveThreads(int requested);
-
 }  // namespace motley::train
