@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "perf/comm_model.h"
+#include "sched/plan_schedules.h"
 #include "sched/schedule.h"
 #include "sched/step_program.h"
 #include "spec/plan_topology.h"
@@ -338,26 +339,18 @@ Predictor::PlanMemoryCheck Predictor::CheckPlanMemory(const spec::Plan& plan) co
   // The runtime rounds each layer's chunk up where the stage estimate rounds their sum: at most
   // one element per layer, of the two moments and the segment (fp32).
   const Bytes margin = runtime ? 16.0 * static_cast<double>(layers + 1) : 0.0;
-  std::map<std::pair<int, int64_t>, std::vector<int64_t>> in_flight;  // (stages, m) -> per stage
+  Result<sched::PlanSchedules> schedules = sched::PlanSchedules::Build(plan);
+  MOTLEY_CHECK(schedules.ok(), schedules.status().message());
   PlanMemoryCheck out;
   out.verdict = MemoryVerdict::kFits;
   Bytes worst_excess = 0;
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
-    const int p = pipe.num_stages();
-    auto it = in_flight.find({p, pipe.micro_batches});
-    if (it == in_flight.end()) {
-      Result<sched::Schedule> schedule = sched::BuildSchedule(plan.schedule, p, pipe.micro_batches);
-      MOTLEY_CHECK(schedule.ok(), schedule.status().message());
-      std::vector<int64_t> per_stage(static_cast<size_t>(p));
-      for (int i = 0; i < p; ++i) {
-        per_stage[static_cast<size_t>(i)] = sched::InFlightMicroBatches(*schedule, i);
-      }
-      it = in_flight.emplace(std::make_pair(p, pipe.micro_batches), std::move(per_stage)).first;
-    }
+    const sched::Schedule& schedule = schedules->of(k);
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& st = pipe.stages[i];
-      StageMemoryInput in = StageMemoryInputOf(st, pipe, train_.seq_len, it->second[i]);
+      StageMemoryInput in = StageMemoryInputOf(
+          st, pipe, train_.seq_len, sched::InFlightMicroBatches(schedule, static_cast<int>(i)));
       int dp = 0;
       if (zero1) {
         each_layer(st, [&](size_t l) {
@@ -456,17 +449,11 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
   const bool runtime = RunsAsTheRuntime();
   std::map<int, int> rank_of_device;
   for (const sched::RankStep& rs : program.ranks) rank_of_device[rs.device] = rs.rank;
-  std::map<std::pair<int, int64_t>, sched::Schedule> schedules;  // (stages, m): built once
+  Result<sched::PlanSchedules> schedules = sched::PlanSchedules::Build(plan);
+  MOTLEY_CHECK(schedules.ok(), schedules.status().message());
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
-    const int p = pipe.num_stages();
-    auto built = schedules.find({p, pipe.micro_batches});
-    if (built == schedules.end()) {
-      Result<sched::Schedule> s = sched::BuildSchedule(plan.schedule, p, pipe.micro_batches);
-      MOTLEY_CHECK(s.ok(), s.status().message());
-      built = schedules.emplace(std::make_pair(p, pipe.micro_batches), std::move(*s)).first;
-    }
-    const sched::Schedule* schedule = &built->second;
+    const sched::Schedule* schedule = &schedules->of(k);
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& st = pipe.stages[i];
       StagePrediction& sp = pred->stages[k][i];

@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "core/even_counts.h"
+#include "sched/plan_schedules.h"
 #include "sched/step_messages.h"
 #include "spec/plan_topology.h"
 
@@ -87,17 +88,10 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
     program.ranks[static_cast<size_t>(r)].rank = r;
     program.ranks[static_cast<size_t>(r)].device = world[static_cast<size_t>(r)];
   }
-  std::map<std::pair<int, int64_t>, Schedule> schedules;  // (stages, micro-batches): built once
+  MOTLEY_ASSIGN_OR_RETURN(const PlanSchedules schedules, PlanSchedules::Build(plan));
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
-    auto built = schedules.find({pipe.num_stages(), pipe.micro_batches});
-    if (built == schedules.end()) {
-      MOTLEY_ASSIGN_OR_RETURN(Schedule s,
-                              BuildSchedule(plan.schedule, pipe.num_stages(), pipe.micro_batches));
-      built = schedules.emplace(std::make_pair(pipe.num_stages(), pipe.micro_batches), std::move(s))
-                  .first;
-    }
-    const Schedule& schedule = built->second;
+    const Schedule& schedule = schedules.of(k);
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& stage = pipe.stages[i];
       for (size_t j = 0; j < stage.devices.size(); ++j) {

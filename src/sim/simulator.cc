@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "sched/plan_schedules.h"
 #include "sched/schedule.h"
 
 namespace motley::sim {
@@ -63,10 +64,13 @@ struct Event {
 // boundary and direction, as the runtime's links queue), a batch waits for its receives.
 class PhaseRun {
  public:
-  PhaseRun(const perf::Predictor& predictor, const spec::Plan& plan, const SimOptions& options,
+  // `schedules` are plan's (sched::PlanSchedules::Build(plan)).
+  PhaseRun(const perf::Predictor& predictor, const spec::Plan& plan,
+           const sched::PlanSchedules& schedules, const SimOptions& options,
            const std::vector<int>& rep_of, SimResult* result)
       : predictor_(predictor),
         plan_(plan),
+        schedules_(schedules),
         options_(options),
         rep_of_(rep_of),
         network_(predictor.cluster()),
@@ -98,12 +102,12 @@ class PhaseRun {
 
   const perf::Predictor& predictor_;
   const spec::Plan& plan_;
+  const sched::PlanSchedules& schedules_;
   const SimOptions& options_;
   const std::vector<int>& rep_of_;
   NodeNicNetwork network_;
   std::vector<Actor> actors_;
   std::map<std::pair<int, int>, int> actor_of_;  // (pipeline, stage) -> actor
-  std::map<std::vector<int64_t>, sched::Schedule> schedules_;
   std::vector<Flow> flows_;
   std::map<int, std::set<int>> resource_flows_;  // active shared flows per resource
   // Per (pipeline, boundary, direction): flows waiting for the link, and whether one is on it.
@@ -269,14 +273,7 @@ Result<std::vector<std::vector<Seconds>>> PhaseRun::Run(
   for (size_t k = 0; k < np; ++k) {
     if (rep_of_[k] != static_cast<int>(k)) continue;
     const spec::PipelinePlan& pipe = plan_.pipelines[k];
-    const std::vector<int64_t> key = {pipe.num_stages(), pipe.micro_batches};
-    if (!schedules_.count(key)) {
-      MOTLEY_ASSIGN_OR_RETURN(sched::Schedule s, sched::BuildSchedule(plan_.schedule,
-                                                                      pipe.num_stages(),
-                                                                      pipe.micro_batches));
-      schedules_.emplace(key, std::move(s));
-    }
-    const sched::Schedule& schedule = schedules_.at(key);
+    const sched::Schedule& schedule = schedules_.of(k);
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       Actor act;
       act.pipeline = static_cast<int>(k);
@@ -371,13 +368,14 @@ Result<SimResult> Simulator::Run(const spec::Plan& plan, const SimOptions& optio
   result.pipelines_simulated = static_cast<int>(by_signature.size());
   // The step around the pipeline phase is the predictor's; the phase is replayed here. The phase
   // runs twice (the predictor's skew pass and the steady step): keep the second run's outputs.
+  MOTLEY_ASSIGN_OR_RETURN(const sched::PlanSchedules schedules, sched::PlanSchedules::Build(plan));
   std::unique_ptr<PhaseRun> last;
   Status failed = Status::Ok();
   const perf::Predictor::PipelinePhase phase =
       [&](const std::vector<std::vector<Seconds>>& ready) -> std::vector<std::vector<Seconds>> {
     result.trace.clear();
     result.events = 0;
-    last = std::make_unique<PhaseRun>(predictor_, plan, options, rep_of, &result);
+    last = std::make_unique<PhaseRun>(predictor_, plan, schedules, options, rep_of, &result);
     auto ends = last->Run(ready);
     if (!ends.ok()) {
       failed = ends.status();

@@ -1,0 +1,49 @@
+// PlanSchedules: one schedule per distinct (stages, micro-batches), each pipeline given the list
+// BuildSchedule makes for it, and BuildSchedule's refusal passed on.
+#include "sched/plan_schedules.h"
+
+#include <gtest/gtest.h>
+
+#include "spec/plan_test_util.h"
+
+namespace motley::sched {
+namespace {
+
+using spec::test_util::Stage;
+
+spec::PipelinePlan Pipe(std::vector<spec::StagePlan> stages, int64_t m) {
+  spec::PipelinePlan p;
+  p.stages = std::move(stages);
+  p.micro_batches = m;
+  p.micro_batch_size = 1;
+  return p;
+}
+
+TEST(PlanSchedulesTest, OneSchedulePerDistinctShape) {
+  spec::Plan plan;
+  plan.pipelines = {Pipe({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1})}, 4),
+                    Pipe({Stage(0, 2, true, false, {2}), Stage(2, 2, false, true, {3})}, 4),
+                    Pipe({Stage(0, 2, true, false, {4}), Stage(2, 2, false, true, {5})}, 3),
+                    Pipe({Stage(0, 4, true, true, {6})}, 4)};
+  Result<PlanSchedules> s = PlanSchedules::Build(plan);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->distinct(), 3u);
+  EXPECT_EQ(&s->of(0), &s->of(1));
+  for (size_t k = 0; k < plan.pipelines.size(); ++k) {
+    Result<Schedule> alone = BuildSchedule(plan.schedule, plan.pipelines[k].num_stages(),
+                                           plan.pipelines[k].micro_batches);
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ(s->of(k).stages, alone->stages) << "pipeline " << k;
+  }
+}
+
+TEST(PlanSchedulesTest, PassesOnTheScheduleError) {
+  spec::Plan plan;
+  plan.pipelines = {Pipe({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1})}, 0)};
+  Result<PlanSchedules> s = PlanSchedules::Build(plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(), BuildSchedule(plan.schedule, 2, 0).status().message());
+}
+
+}  // namespace
+}  // namespace motley::sched
