@@ -315,26 +315,9 @@ std::string MemoryViolationText(const spec::ClusterSpec& cluster, size_t k, size
 Predictor::PlanMemoryCheck Predictor::CheckPlanMemory(const spec::Plan& plan) const {
   const int64_t L = model_.num_blocks;
   const size_t layers = static_cast<size_t>(spec::NumGradientLayers(L));
-  auto each_layer = [&](const spec::StagePlan& st, auto&& f) {
-    if (st.has_embedding) f(size_t{0});
-    for (int64_t b = 0; b < st.num_blocks; ++b) f(static_cast<size_t>(st.first_block + 1 + b));
-    if (st.has_head) f(layers - 1);
-  };
-  // Per gradient layer: how many stages hold it and whether their TP degrees differ.
-  std::vector<int> holders(layers, 0);
-  std::vector<int> tp_of(layers, 0);
-  std::vector<char> mixed(layers, 0);
   const bool zero1 = plan.optimizer_sharding == spec::OptimizerSharding::kZero1;
-  if (zero1) {
-    for (const spec::PipelinePlan& pipe : plan.pipelines) {
-      for (const spec::StagePlan& st : pipe.stages) {
-        each_layer(st, [&](size_t l) {
-          if (holders[l]++ == 0) tp_of[l] = st.tp_degree;
-          if (tp_of[l] != st.tp_degree) mixed[l] = 1;
-        });
-      }
-    }
-  }
+  const std::vector<spec::LayerHolding> holdings =
+      zero1 ? spec::LayerHoldings(plan, L) : std::vector<spec::LayerHolding>();
   const bool runtime = RunsAsTheRuntime();
   // The runtime rounds each layer's chunk up where the stage estimate rounds their sum: at most
   // one element per layer, of the two moments and the segment (fp32).
@@ -353,8 +336,8 @@ Predictor::PlanMemoryCheck Predictor::CheckPlanMemory(const spec::Plan& plan) co
           st, pipe, train_.seq_len, sched::InFlightMicroBatches(schedule, static_cast<int>(i)));
       int dp = 0;
       if (zero1) {
-        each_layer(st, [&](size_t l) {
-          const int degree = mixed[l] || holders[l] < 2 ? 1 : holders[l];
+        spec::ForEachGradientLayerOf(st, L, [&](int64_t l) {
+          const int degree = spec::Zero1ShardDegree(holdings[static_cast<size_t>(l)]);
           dp = dp == 0 ? degree : std::min(dp, degree);
         });
       }

@@ -61,29 +61,44 @@ std::vector<int> PlanDevices(const Plan& plan) {
   return devices;
 }
 
-std::vector<LayerGroup> DataParallelGroups(const Plan& plan, int64_t num_blocks) {
-  std::vector<LayerGroup> out;
-  for (int64_t layer = 0; layer < NumGradientLayers(num_blocks); ++layer) {
-    std::vector<const StagePlan*> holders;
-    bool mixed = false;
-    for (const PipelinePlan& pipe : plan.pipelines) {
-      for (const StagePlan& stage : pipe.stages) {
-        if (!StageHoldsLayer(stage, layer, num_blocks)) continue;
-        if (!holders.empty() && holders.front()->tp_degree != stage.tp_degree) mixed = true;
-        holders.push_back(&stage);
-      }
+std::vector<LayerHolding> LayerHoldings(const Plan& plan, int64_t num_blocks) {
+  std::vector<LayerHolding> out(static_cast<size_t>(NumGradientLayers(num_blocks)));
+  for (const PipelinePlan& pipe : plan.pipelines) {
+    for (const StagePlan& stage : pipe.stages) {
+      ForEachGradientLayerOf(stage, num_blocks, [&](int64_t layer) {
+        LayerHolding& h = out[static_cast<size_t>(layer)];
+        if (h.holders++ == 0) h.tp_degree = stage.tp_degree;
+        if (h.tp_degree != stage.tp_degree) h.mixed = true;
+      });
     }
-    if (holders.empty()) continue;
-    const int degree = mixed ? 1 : holders.front()->tp_degree;
+  }
+  return out;
+}
+
+std::vector<LayerGroup> DataParallelGroups(const Plan& plan, int64_t num_blocks) {
+  const std::vector<LayerHolding> holdings = LayerHoldings(plan, num_blocks);
+  std::vector<std::vector<const StagePlan*>> holders(holdings.size());
+  for (const PipelinePlan& pipe : plan.pipelines) {
+    for (const StagePlan& stage : pipe.stages) {
+      ForEachGradientLayerOf(stage, num_blocks, [&](int64_t layer) {
+        holders[static_cast<size_t>(layer)].push_back(&stage);
+      });
+    }
+  }
+  std::vector<LayerGroup> out;
+  for (size_t layer = 0; layer < holdings.size(); ++layer) {
+    const LayerHolding& h = holdings[layer];
+    if (h.holders == 0) continue;
+    const int degree = h.mixed ? 1 : h.tp_degree;
     for (int j = 0; j < degree; ++j) {
       LayerGroup group;
-      group.layer = layer;
-      group.mixed = mixed;
+      group.layer = static_cast<int64_t>(layer);
+      group.mixed = h.mixed;
       group.tp_degree = degree;
       group.tp_rank = j;
-      for (const StagePlan* stage : holders) {
+      for (const StagePlan* stage : holders[layer]) {
         for (size_t i = 0; i < stage->devices.size(); ++i) {
-          if (mixed || static_cast<int>(i) == j) group.devices.push_back(stage->devices[i]);
+          if (h.mixed || static_cast<int>(i) == j) group.devices.push_back(stage->devices[i]);
         }
       }
       std::sort(group.devices.begin(), group.devices.end());

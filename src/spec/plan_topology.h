@@ -25,6 +25,13 @@ inline int64_t NumGradientLayers(int64_t num_blocks) { return num_blocks + 2; }
 
 // Whether `stage` holds gradient layer `layer` (0 <= layer < NumGradientLayers(num_blocks)).
 bool StageHoldsLayer(const StagePlan& stage, int64_t layer, int64_t num_blocks);
+// Calls f(layer) for every gradient layer `stage` holds, in layer order.
+template <typename F>
+void ForEachGradientLayerOf(const StagePlan& stage, int64_t num_blocks, F&& f) {
+  if (stage.has_embedding) f(int64_t{0});
+  for (int64_t b = stage.first_block; b < stage.end_block(); ++b) f(b + 1);
+  if (stage.has_head) f(num_blocks + 1);
+}
 
 // Parameters one TP rank of degree `tp` holds of gradient layer `layer`, as model/parameters.h
 // allocates them: a block's attention and MLP weights are split over the TP ranks; its norms, the
@@ -62,6 +69,23 @@ int BoundaryPeer(int tp_rank, int other_degree);
 // The TP ranks of a stage of degree receiver_degree that sender TP rank sender_tp (of a stage of
 // degree sender_degree) sends to: j with j mod sender_degree == sender_tp.
 std::vector<int> BoundaryReceivers(int sender_tp, int sender_degree, int receiver_degree);
+
+// How a gradient layer is held: by how many stages (one per pipeline that holds it) and whether
+// their TP degrees differ. DataParallelGroups' shape without its member lists; the planner's
+// fast memory check reads it.
+struct LayerHolding {
+  int holders = 0;
+  int tp_degree = 0;  // the first holder's degree (0 when no stage holds the layer)
+  bool mixed = false;
+};
+// Every gradient layer's holding, indexed by layer (size NumGradientLayers(num_blocks)).
+std::vector<LayerHolding> LayerHoldings(const Plan& plan, int64_t num_blocks);
+// ZeRO-1's sharding degree of a layer: its optimizer state is split over the members of its
+// group (one per holder) when the holders share a TP degree; mixed degrees sum full-size buffers
+// and keep the state whole (1). The step program shards by the same rule.
+inline int Zero1ShardDegree(const LayerHolding& h) {
+  return h.mixed || h.holders < 1 ? 1 : h.holders;
+}
 
 // One data-parallel gradient group of one layer.
 struct LayerGroup {

@@ -98,6 +98,36 @@ TEST(PlanTopologyTest, MixedTpDegreesGiveOneGroupOfAllHolders) {
   }
 }
 
+TEST(PlanTopologyTest, HoldingsCountHoldersAndMixedDegreesAsTheGroupsDo) {
+  // The plan of MixedTpDegreesGiveOneGroupOfAllHolders plus a third pipeline on blocks 0-3 only
+  // at TP 1 (so layers 0-2 stay mixed, layers 3-4 turn mixed, the head keeps two holders).
+  Plan plan;
+  plan.pipelines = {Pipeline({Stage(0, 4, true, true, {4, 5})}),
+                    Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {3, 2})}),
+                    Pipeline({Stage(0, 4, true, true, {6})})};
+  const std::vector<LayerHolding> h = LayerHoldings(plan, kBlocks);
+  ASSERT_EQ(h.size(), 6u);
+  for (const LayerHolding& x : h) EXPECT_EQ(x.holders, 3);
+  for (const LayerHolding& x : h) EXPECT_TRUE(x.mixed);
+  EXPECT_EQ(Zero1ShardDegree(h[0]), 1);
+  plan.pipelines.pop_back();
+  const std::vector<LayerHolding> two = LayerHoldings(plan, kBlocks);
+  const std::vector<LayerGroup> groups = DataParallelGroups(plan, kBlocks);
+  for (int64_t layer = 0; layer < 6; ++layer) {
+    const LayerHolding& x = two[static_cast<size_t>(layer)];
+    const std::vector<LayerGroup> g = GroupsOf(groups, layer);
+    EXPECT_EQ(x.holders, 2) << layer;
+    EXPECT_EQ(x.mixed, g[0].mixed) << layer;
+    // ZeRO-1 shards over a uniform layer's group, whose members are its holders.
+    EXPECT_EQ(Zero1ShardDegree(x), x.mixed ? 1 : static_cast<int>(g[0].devices.size())) << layer;
+  }
+  EXPECT_EQ(Zero1ShardDegree(two[5]), 2);
+  std::vector<int64_t> layers;
+  ForEachGradientLayerOf(plan.pipelines[1].stages[1], kBlocks,
+                         [&](int64_t l) { layers.push_back(l); });
+  EXPECT_EQ(layers, (std::vector<int64_t>{3, 4, 5}));
+}
+
 TEST(PlanTopologyTest, ALayerOnOneStageHasSingleMemberGroups) {
   Plan plan;
   plan.pipelines = {Pipeline({Stage(0, 4, true, true, {0, 1})})};
