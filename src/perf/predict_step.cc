@@ -169,6 +169,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
   // together (a layer's TP colours).
   const double grad_bytes = GradientElementBytes(settings_);
   std::vector<TimedCollective> timed(program.collectives.size());
+  spec::LayerParamsMemo layer_params(model_);
   for (size_t c = 0; c < program.collectives.size(); ++c) {
     const sched::Collective& col = program.collectives[c];
     if (col.members.size() < n) timed[c].hops = ring_hops(col.members);  // else the world's
@@ -176,8 +177,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     for (int r : col.members) {
       const Rank& rk = ranks[static_cast<size_t>(r)];
       const int tp = program.ranks[static_cast<size_t>(r)].tp_degree;
-      const double params =
-          static_cast<double>(spec::LayerParamsPerTpRank(model_, col.layer, tp).total());
+      const double params = static_cast<double>(layer_params.Of(col.layer, tp).total());
       timed[c].staging_s.push_back(rk.rate * compute_.GradStaging(rk.type, params));
     }
   }

@@ -329,11 +329,10 @@ Predictor::PlanMemoryCheck Predictor::CheckPlanMemory(const spec::Plan& plan) co
   Bytes worst_excess = 0;
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
-    const sched::Schedule& schedule = schedules->of(k);
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& st = pipe.stages[i];
-      StageMemoryInput in = StageMemoryInputOf(
-          st, pipe, train_.seq_len, sched::InFlightMicroBatches(schedule, static_cast<int>(i)));
+      StageMemoryInput in =
+          StageMemoryInputOf(st, pipe, train_.seq_len, schedules->in_flight(k, i));
       int dp = 0;
       if (zero1) {
         spec::ForEachGradientLayerOf(st, L, [&](int64_t l) {
@@ -436,14 +435,13 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
   MOTLEY_CHECK(schedules.ok(), schedules.status().message());
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
-    const sched::Schedule* schedule = &schedules->of(k);
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& st = pipe.stages[i];
       StagePrediction& sp = pred->stages[k][i];
       const int type = cluster_.device(st.devices.front()).type;
       sp.device_type = type;
-      StageMemoryInput in = StageMemoryInputOf(
-          st, pipe, train_.seq_len, sched::InFlightMicroBatches(*schedule, static_cast<int>(i)));
+      StageMemoryInput in =
+          StageMemoryInputOf(st, pipe, train_.seq_len, schedules->in_flight(k, i));
       // ZeRO-1's sharding degree for the estimate: the smallest over the stage's layers (1 where
       // a layer is not sharded: held alone, or mixed TP degrees).
       in.dp_degree = 0;
@@ -473,7 +471,7 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
         r.seq_len = train_.seq_len;
         r.recompute = st.recompute;
         r.activation_slots = in.in_flight;
-        r.transfer_buffers = sched::PipelineBuffersHeld(*schedule, static_cast<int>(i));
+        r.transfer_buffers = schedules->buffers_held(k, i);
         sp.memory = StageMemory{};
         for (int device : st.devices) {
           const int rank = rank_of_device.at(device);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "sched/plan_schedules.h"
 #include "sched/schedule.h"
 
 namespace motley::perf {
@@ -77,9 +78,9 @@ std::vector<Seconds> WalkPipeline(const std::vector<Seconds>& forward_s,
                                   const std::vector<Seconds>& bwd_link_s, int64_t m,
                                   spec::PipelineSchedule schedule) {
   const int p = static_cast<int>(forward_s.size());
-  auto built = sched::BuildSchedule(schedule, p, m);
+  auto built = sched::StoredSchedule(schedule, p, m);
   MOTLEY_CHECK(built.ok(), built.status().message());
-  const sched::Schedule& sch = *built;
+  const sched::Schedule& sch = (*built)->schedule;
   constexpr Seconds kUnknown = -1;
   const auto pm = static_cast<size_t>(p > 1 ? p - 1 : 0);
   // arrive_fwd[i][k]: activation k at stage i + 1; arrive_bwd[i][k]: gradient k at stage i.

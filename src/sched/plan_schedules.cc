@@ -1,25 +1,84 @@
-// PlanSchedules: one BuildSchedule per distinct (stage count, micro-batch count) of a plan.
+// PlanSchedules: one BuildSchedule per distinct (kind, stage count, micro-batch count) in the
+// process, kept in a locked store of at most kMaxStoredActions actions: when a new schedule
+// would pass it, the least recently used entries holding half of it are dropped, so a long search
+// over many micro-batch counts stays within ~64 MiB of lists (a plan in use keeps its own
+// schedules alive through shared pointers).
 #include "sched/plan_schedules.h"
 
+#include <algorithm>
 #include <map>
+#include <mutex>
+#include <tuple>
 #include <utility>
 
 namespace motley::sched {
+namespace {
+
+constexpr size_t kMaxStoredActions = size_t{1} << 22;  // 16 bytes each
+
+using Key = std::tuple<int, int, int64_t>;  // (kind, stages, micro-batches)
+
+}  // namespace
+
+Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedule kind,
+                                                            int stages, int64_t micro_batches) {
+  struct Entry {
+    std::shared_ptr<const BuiltSchedule> built;
+    size_t actions = 0;
+    uint64_t last_use = 0;
+  };
+  static std::mutex mutex;
+  static std::map<Key, Entry> store;
+  static size_t stored_actions = 0;
+  static uint64_t clock = 0;
+  const Key key(static_cast<int>(kind), stages, micro_batches);
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    auto it = store.find(key);
+    if (it != store.end()) {
+      it->second.last_use = ++clock;
+      return it->second.built;
+    }
+  }
+  MOTLEY_ASSIGN_OR_RETURN(Schedule s, BuildSchedule(kind, stages, micro_batches));
+  auto built = std::make_shared<BuiltSchedule>();
+  built->schedule = std::move(s);
+  size_t actions = 0;
+  for (int i = 0; i < stages; ++i) {
+    built->in_flight.push_back(InFlightMicroBatches(built->schedule, i));
+    built->buffers_held.push_back(PipelineBuffersHeld(built->schedule, i));
+    actions += built->schedule.stages[static_cast<size_t>(i)].size();
+  }
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (stored_actions + actions > kMaxStoredActions) {
+    std::vector<std::pair<uint64_t, Key>> by_age;
+    for (const auto& [k, e] : store) by_age.emplace_back(e.last_use, k);
+    std::sort(by_age.begin(), by_age.end());
+    for (const auto& [use, k] : by_age) {
+      if (stored_actions + actions <= kMaxStoredActions / 2) break;
+      stored_actions -= store.at(k).actions;
+      store.erase(k);
+    }
+  }
+  auto [it, inserted] = store.emplace(key, Entry{std::move(built), actions, ++clock});
+  if (inserted) stored_actions += actions;
+  return it->second.built;
+}
 
 Result<PlanSchedules> PlanSchedules::Build(const spec::Plan& plan) {
   PlanSchedules out;
-  std::map<std::pair<int, int64_t>, size_t> built;
-  out.index_.reserve(plan.pipelines.size());
+  out.per_pipeline_.reserve(plan.pipelines.size());
+  const spec::PipelinePlan* previous = nullptr;
   for (const spec::PipelinePlan& pipe : plan.pipelines) {
-    const std::pair<int, int64_t> key(pipe.num_stages(), pipe.micro_batches);
-    auto it = built.find(key);
-    if (it == built.end()) {
-      MOTLEY_ASSIGN_OR_RETURN(Schedule s,
-                              BuildSchedule(plan.schedule, key.first, pipe.micro_batches));
-      out.schedules_.push_back(std::move(s));
-      it = built.emplace(key, out.schedules_.size() - 1).first;
+    if (previous != nullptr && previous->num_stages() == pipe.num_stages() &&
+        previous->micro_batches == pipe.micro_batches) {
+      out.per_pipeline_.push_back(out.per_pipeline_.back());  // replicas come in runs
+    } else {
+      MOTLEY_ASSIGN_OR_RETURN(std::shared_ptr<const BuiltSchedule> s,
+                              StoredSchedule(plan.schedule, pipe.num_stages(), pipe.micro_batches));
+      out.per_pipeline_.push_back(std::move(s));
     }
-    out.index_.push_back(it->second);
+    previous = &pipe;
   }
   return out;
 }

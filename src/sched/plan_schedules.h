@@ -1,11 +1,16 @@
-// Every pipeline's schedule of one plan, built once per distinct (stage count, micro-batch
-// count): a plan of many identical replicas builds one action list, not one per replica. The
-// step program (step_program.cc), the predictor's memory check and memory fill
-// (perf/predictor.cc) and the simulator's pipeline phase (sim/simulator.cc) all take their
-// schedules from here. Immutable after Build; thread-safe to read.
+// Every pipeline's schedule of one plan, built once per distinct (kind, stage count,
+// micro-batch count) for the whole process: a plan of many identical replicas builds one action
+// list, not one per replica, and the planner's thousands of candidates share the few shapes they
+// have. The step program (step_program.cc), the predictor's memory check and memory fill
+// (perf/predictor.cc), the exact pipeline walk (perf/step_model.cc) and the simulator's
+// pipeline phase (sim/simulator.cc) all take their
+// schedules from here, with each stage's in-flight and transfer-buffer counts computed once.
+// Thread-safe: the process-wide store is locked, and a built schedule is immutable.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/status.h"
@@ -14,20 +19,36 @@
 
 namespace motley::sched {
 
+// One schedule with the per-stage counts its readers ask for.
+struct BuiltSchedule {
+  Schedule schedule;
+  std::vector<int64_t> in_flight;     // InFlightMicroBatches per stage
+  std::vector<int64_t> buffers_held;  // PipelineBuffersHeld per stage
+};
+
+// The process-wide store's schedule of one pipeline shape, built on first use; BuildSchedule's
+// error when it refuses the shape (errors are not stored).
+Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedule kind, int stages,
+                                                            int64_t micro_batches);
+
 class PlanSchedules {
  public:
-  // Builds plan.schedule for every pipeline of `plan`; BuildSchedule's error for the first
-  // (stages, micro-batches) it refuses.
+  // Builds (or finds) plan.schedule for every pipeline of `plan`; BuildSchedule's error for the
+  // first (stages, micro-batches) it refuses.
   static Result<PlanSchedules> Build(const spec::Plan& plan);
 
   // Pipeline k's schedule (k < the plan's pipeline count); valid while this object lives.
-  const Schedule& of(size_t pipeline) const { return schedules_[index_[pipeline]]; }
-  // Distinct schedules built (one per distinct (stages, micro-batches)).
-  size_t distinct() const { return schedules_.size(); }
+  const Schedule& of(size_t pipeline) const { return per_pipeline_[pipeline]->schedule; }
+  // Stage i of pipeline k: activations held at once, and the executor's transfer buffers.
+  int64_t in_flight(size_t pipeline, size_t stage) const {
+    return per_pipeline_[pipeline]->in_flight[stage];
+  }
+  int64_t buffers_held(size_t pipeline, size_t stage) const {
+    return per_pipeline_[pipeline]->buffers_held[stage];
+  }
 
  private:
-  std::vector<Schedule> schedules_;
-  std::vector<size_t> index_;  // pipeline -> schedules_
+  std::vector<std::shared_ptr<const BuiltSchedule>> per_pipeline_;
 };
 
 }  // namespace motley::sched

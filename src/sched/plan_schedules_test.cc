@@ -1,5 +1,6 @@
-// PlanSchedules: one schedule per distinct (stages, micro-batches), each pipeline given the list
-// BuildSchedule makes for it, and BuildSchedule's refusal passed on.
+// PlanSchedules: one schedule per distinct (stages, micro-batches), shared across plans, each
+// pipeline given the list and counts BuildSchedule's list gives, and BuildSchedule's refusal
+// passed on.
 #include "sched/plan_schedules.h"
 
 #include <gtest/gtest.h>
@@ -27,13 +28,22 @@ TEST(PlanSchedulesTest, OneSchedulePerDistinctShape) {
                     Pipe({Stage(0, 4, true, true, {6})}, 4)};
   Result<PlanSchedules> s = PlanSchedules::Build(plan);
   ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(s->distinct(), 3u);
   EXPECT_EQ(&s->of(0), &s->of(1));
+  EXPECT_NE(&s->of(0), &s->of(2));
+  EXPECT_NE(&s->of(0), &s->of(3));
+  // The store: a second plan with the same shapes reads the same lists.
+  Result<PlanSchedules> again = PlanSchedules::Build(plan);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(&again->of(2), &s->of(2));
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     Result<Schedule> alone = BuildSchedule(plan.schedule, plan.pipelines[k].num_stages(),
                                            plan.pipelines[k].micro_batches);
     ASSERT_TRUE(alone.ok());
     EXPECT_EQ(s->of(k).stages, alone->stages) << "pipeline " << k;
+    for (size_t i = 0; i < alone->stages.size(); ++i) {
+      EXPECT_EQ(s->in_flight(k, i), InFlightMicroBatches(*alone, static_cast<int>(i)));
+      EXPECT_EQ(s->buffers_held(k, i), PipelineBuffersHeld(*alone, static_cast<int>(i)));
+    }
   }
 }
 

@@ -80,8 +80,25 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
   const std::vector<int> world =
       options.world_devices.empty() ? spec::PlanDevices(plan) : options.world_devices;
   const int n = static_cast<int>(world.size());
-  std::map<int, int> rank_of_device;
-  for (int r = 0; r < n; ++r) rank_of_device[world[static_cast<size_t>(r)]] = r;
+  // Device id -> world rank (-1: not in the world); a table, since every op below looks it up.
+  int max_device = -1;
+  for (int d : world) {
+    if (d < 0) return Err("step program: world device {} is negative", d);
+    max_device = std::max(max_device, d);
+  }
+  for (const spec::PipelinePlan& pipe : plan.pipelines) {
+    for (const spec::StagePlan& stage : pipe.stages) {
+      for (int d : stage.devices) max_device = std::max(max_device, d);
+    }
+  }
+  std::vector<int> rank_of_device(static_cast<size_t>(max_device + 1), -1);
+  for (int r = 0; r < n; ++r)
+    rank_of_device[static_cast<size_t>(world[static_cast<size_t>(r)])] = r;
+  auto rank_of = [&](int device) {
+    MOTLEY_CHECK(device >= 0 && rank_of_device[static_cast<size_t>(device)] >= 0,
+                 "step program: a device outside the world");
+    return rank_of_device[static_cast<size_t>(device)];
+  };
 
   program.ranks.resize(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
@@ -95,13 +112,14 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& stage = pipe.stages[i];
       for (size_t j = 0; j < stage.devices.size(); ++j) {
-        auto it = rank_of_device.find(stage.devices[j]);
-        if (it == rank_of_device.end()) {
+        const int device = stage.devices[j];
+        if (device < 0 || rank_of_device[static_cast<size_t>(device)] < 0) {
           return Err("step program: pipelines[{}].stages[{}] uses device {}, which is not in "
                      "the world",
                      k, i, stage.devices[j]);
         }
-        RankStep& rs = program.ranks[static_cast<size_t>(it->second)];
+        RankStep& rs =
+            program.ranks[static_cast<size_t>(rank_of_device[static_cast<size_t>(device)])];
         rs.pipeline = static_cast<int>(k);
         rs.stage = static_cast<int>(i);
         rs.tp_rank = static_cast<int>(j);
@@ -114,13 +132,13 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
       }
       if (stage.tp_degree > 1) {  // every member's list, once all are known to be in the world
         std::vector<int> members;
-        for (int device : stage.devices) members.push_back(rank_of_device.at(device));
+        for (int device : stage.devices) members.push_back(rank_of(device));
         for (int r : members) program.ranks[static_cast<size_t>(r)].tp_members = members;
       }
     }
     // Peers over each stage boundary (spec/plan_topology.h), as world ranks.
     auto rank_at = [&](const spec::StagePlan& stage, int tp) {
-      return rank_of_device.at(stage.devices[static_cast<size_t>(tp)]);
+      return rank_of(stage.devices[static_cast<size_t>(tp)]);
     };
     for (size_t i = 0; i + 1 < pipe.stages.size(); ++i) {
       const spec::StagePlan& a = pipe.stages[i];
@@ -145,10 +163,12 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
   // Every rank's holdings, layer by layer, and the layer collectives in layer order, within a
   // layer in TP-rank order (spec::DataParallelGroups).
   std::vector<std::vector<Holding>> held(static_cast<size_t>(n));
+  spec::LayerParamsMemo layer_params(model);
   std::vector<int> all_gathers;  // ZeRO-1 reduce-scatters whose all-gather follows the update
   for (const spec::LayerGroup& group : spec::DataParallelGroups(plan, L)) {
     std::vector<int> members;
-    for (int device : group.devices) members.push_back(rank_of_device.at(device));
+    members.reserve(group.devices.size());
+    for (int device : group.devices) members.push_back(rank_of(device));
     int collective = -1;
     std::vector<int64_t> chunks;
     if (members.size() > 1) {
@@ -157,7 +177,7 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
       c.mixed = group.mixed;
       c.tp_rank = group.tp_rank;
       c.members = members;
-      c.elements = spec::LayerParamsPerTpRank(model, group.layer, group.tp_degree).total();
+      c.elements = layer_params.Of(group.layer, group.tp_degree).total();
       const bool sharded = program.zero1 && !group.mixed;
       c.kind = sharded ? StepOpKind::kLayerReduceScatter : StepOpKind::kLayerAllReduce;
       if (sharded) {
@@ -172,7 +192,7 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
       const RankStep& rs = program.ranks[static_cast<size_t>(members[q])];
       Holding h;
       h.layer = group.layer;
-      const spec::LayerParams mine = spec::LayerParamsPerTpRank(model, group.layer, rs.tp_degree);
+      const spec::LayerParams& mine = layer_params.Of(group.layer, rs.tp_degree);
       h.elements = mine.total();
       h.sharded = mine.sharded;
       h.collective = collective;
@@ -194,11 +214,11 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
     return static_cast<int>(program.collectives.size()) - 1;
   };
   const int loss_norm = world_collective(StepOpKind::kLossNormAllReduce, kLossNormDoubles, {});
-  std::map<int, int> all_gather_of;  // reduce-scatter -> its all-gather
+  std::vector<int> all_gather_of(program.collectives.size(), -1);  // reduce-scatter -> all-gather
   for (int rs : all_gathers) {
     Collective c = program.collectives[static_cast<size_t>(rs)];
     c.kind = StepOpKind::kLayerAllGather;
-    all_gather_of[rs] = static_cast<int>(program.collectives.size());
+    all_gather_of[static_cast<size_t>(rs)] = static_cast<int>(program.collectives.size());
     program.collectives.push_back(std::move(c));
   }
   const int64_t stride = StepMetricsDoublesPerRank(options.link_reports, n);
@@ -214,6 +234,7 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
     auto push = [&rs](StepOpKind kind, int collective, int64_t layer, int64_t elements) {
       rs.ops.push_back(StepOp{kind, collective, layer, elements});
     };
+    rs.ops.reserve(2 * mine.size() + 8);
     if (!rs.idle()) {
       int64_t params = 0, norm = 0, updated = 0;
       for (const Holding& h : mine) {
@@ -235,10 +256,10 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
       push(StepOpKind::kLossNormAllReduce, loss_norm, -1, 0);
       push(StepOpKind::kOptimizer, -1, -1, updated);
       for (const Holding& h : mine) {  // ZeRO-1: each layer's chunk updated, then gathered
-        auto it = all_gather_of.find(h.collective);
-        if (it == all_gather_of.end()) continue;
+        if (h.collective < 0 || all_gather_of[static_cast<size_t>(h.collective)] < 0) continue;
         push(StepOpKind::kOptimizer, -1, h.layer, h.chunk);
-        push(StepOpKind::kLayerAllGather, it->second, h.layer, 0);
+        push(StepOpKind::kLayerAllGather, all_gather_of[static_cast<size_t>(h.collective)], h.layer,
+             0);
       }
     } else {
       push(StepOpKind::kLossNormAllReduce, loss_norm, -1, 0);

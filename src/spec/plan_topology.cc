@@ -11,7 +11,7 @@ bool StageHoldsLayer(const StagePlan& stage, int64_t layer, int64_t num_blocks) 
   return stage.first_block <= layer - 1 && layer - 1 < stage.end_block();
 }
 
-std::vector<LayerTensor> LayerTensorsPerTpRank(const ModelSpec& model, int64_t layer, int tp) {
+LayerTensorList LayerTensorsPerTpRank(const ModelSpec& model, int64_t layer, int tp) {
   const int64_t c = model.hidden;
   const int64_t v = model.vocab_size;
   if (layer == 0) return {{v * c, false}};
@@ -29,6 +29,18 @@ LayerParams LayerParamsPerTpRank(const ModelSpec& model, int64_t layer, int tp) 
     (t.sharded ? out.sharded : out.replicated) += t.elements;
   }
   return out;
+}
+
+const LayerParams& LayerParamsMemo::Of(int64_t layer, int tp) {
+  MOTLEY_CHECK(tp >= 1, "LayerParamsMemo: TP degree below 1");
+  const size_t cls = layer == 0 ? 0 : layer == model_.num_blocks + 1 ? 2 : 1;
+  if (by_tp_.size() <= static_cast<size_t>(tp)) by_tp_.resize(static_cast<size_t>(tp) + 1);
+  Entry& e = by_tp_[static_cast<size_t>(tp)][cls];
+  if (!e.known) {
+    e.params = LayerParamsPerTpRank(model_, layer, tp);
+    e.known = true;
+  }
+  return e.params;
 }
 
 int64_t StageParamsPerTpRank(const ModelSpec& model, int64_t num_blocks, bool has_embedding,

@@ -13,9 +13,13 @@
 // world rank as key lists them in this order. Pure functions of a plan; thread-safe.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
+#include "core/check.h"
 #include "spec/plan.h"
 
 namespace motley::spec {
@@ -43,6 +47,23 @@ struct LayerParams {
   int64_t total() const { return sharded + replicated; }
 };
 LayerParams LayerParamsPerTpRank(const ModelSpec& model, int64_t layer, int tp);
+// LayerParamsPerTpRank of one model, memoised: all blocks have the same counts, so the step
+// program's and the predictor's loops over every layer of every rank look up three layer classes
+// (embedding, block, head) per TP degree. The model must outlive it; not thread-safe (one per
+// caller).
+class LayerParamsMemo {
+ public:
+  explicit LayerParamsMemo(const ModelSpec& model) : model_(model) {}
+  const LayerParams& Of(int64_t layer, int tp);
+
+ private:
+  struct Entry {
+    bool known = false;
+    LayerParams params;
+  };
+  const ModelSpec& model_;
+  std::vector<std::array<Entry, 3>> by_tp_;  // [tp][class]
+};
 // The same layer tensor by tensor, in the order model/parameters.h lays them out (embedding;
 // a block's input norm, q, k, v, o, post-attention norm, gate, up, down; final norm, LM head):
 // ZeRO-1 chunks a layer's flattened tensors in this order (parallel/zero1.cc).
@@ -50,7 +71,24 @@ struct LayerTensor {
   int64_t elements = 0;  // on one TP rank
   bool sharded = false;  // split over the TP ranks
 };
-std::vector<LayerTensor> LayerTensorsPerTpRank(const ModelSpec& model, int64_t layer, int tp);
+// At most 9 tensors (a block's); a fixed-capacity list, so the planner's and predictor's loops
+// over every layer of every rank do not allocate.
+class LayerTensorList {
+ public:
+  LayerTensorList(std::initializer_list<LayerTensor> tensors) {
+    MOTLEY_CHECK(tensors.size() <= 9, "LayerTensorList holds at most 9 tensors");
+    for (const LayerTensor& t : tensors) items_[size_++] = t;
+  }
+  const LayerTensor* begin() const { return items_.data(); }
+  const LayerTensor* end() const { return items_.data() + size_; }
+  size_t size() const { return size_; }
+  const LayerTensor& operator[](size_t i) const { return items_[i]; }
+
+ private:
+  std::array<LayerTensor, 9> items_{};
+  size_t size_ = 0;
+};
+LayerTensorList LayerTensorsPerTpRank(const ModelSpec& model, int64_t layer, int tp);
 // Parameters one TP rank of a stage holds: the sum over the stage's layers.
 int64_t StageParamsPerTpRank(const ModelSpec& model, int64_t num_blocks, bool has_embedding,
                              bool has_head, int tp);

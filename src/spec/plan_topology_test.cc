@@ -128,6 +128,18 @@ TEST(PlanTopologyTest, HoldingsCountHoldersAndMixedDegreesAsTheGroupsDo) {
   EXPECT_EQ(layers, (std::vector<int64_t>{3, 4, 5}));
 }
 
+TEST(PlanTopologyTest, LayerParamsMemoEqualsTheDirectCountsInAnyLookupOrder) {
+  const ModelSpec model = test_util::TinyFourBlockModel();
+  LayerParamsMemo memo(model);
+  for (int tp : {2, 1, 2}) {  // a larger degree first, then a smaller one, then again
+    for (int64_t layer = NumGradientLayers(model.num_blocks) - 1; layer >= 0; --layer) {
+      const LayerParams direct = LayerParamsPerTpRank(model, layer, tp);
+      EXPECT_EQ(memo.Of(layer, tp).sharded, direct.sharded) << layer << " tp " << tp;
+      EXPECT_EQ(memo.Of(layer, tp).replicated, direct.replicated) << layer << " tp " << tp;
+    }
+  }
+}
+
 TEST(PlanTopologyTest, ALayerOnOneStageHasSingleMemberGroups) {
   Plan plan;
   plan.pipelines = {Pipeline({Stage(0, 4, true, true, {0, 1})})};
