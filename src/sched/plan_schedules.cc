@@ -20,8 +20,8 @@ using Key = std::tuple<int, int, int64_t>;  // (kind, stages, micro-batches)
 
 }  // namespace
 
-Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedule kind,
-                                                            int stages, int64_t micro_batches) {
+Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedule kind, int stages,
+                                                            int64_t micro_batches) {
   struct Entry {
     std::shared_ptr<const BuiltSchedule> built;
     size_t actions = 0;
