@@ -192,7 +192,7 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
       const RankStep& rs = program.ranks[static_cast<size_t>(members[q])];
       Holding h;
       h.layer = group.layer;
-      const spec::LayerParams& mine = layer_params.Of(group.layer, rs.tp_degree);
+      const spec::LayerParams mine = layer_params.Of(group.layer, rs.tp_degree);
       h.elements = mine.total();
       h.sharded = mine.sharded;
       h.collective = collective;

@@ -31,7 +31,7 @@ LayerParams LayerParamsPerTpRank(const ModelSpec& model, int64_t layer, int tp) 
   return out;
 }
 
-const LayerParams& LayerParamsMemo::Of(int64_t layer, int tp) {
+LayerParams LayerParamsMemo::Of(int64_t layer, int tp) {
   MOTLEY_CHECK(tp >= 1, "LayerParamsMemo: TP degree below 1");
   const size_t cls = layer == 0 ? 0 : layer == model_.num_blocks + 1 ? 2 : 1;
   if (by_tp_.size() <= static_cast<size_t>(tp)) by_tp_.resize(static_cast<size_t>(tp) + 1);

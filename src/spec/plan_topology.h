@@ -54,7 +54,7 @@ LayerParams LayerParamsPerTpRank(const ModelSpec& model, int64_t layer, int tp);
 class LayerParamsMemo {
  public:
   explicit LayerParamsMemo(const ModelSpec& model) : model_(model) {}
-  const LayerParams& Of(int64_t layer, int tp);
+  LayerParams Of(int64_t layer, int tp);
 
  private:
   struct Entry {
