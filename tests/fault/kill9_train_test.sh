@@ -52,11 +52,19 @@ YAML
 }
 
 # Each rank runs through this wrapper, which records the rank's exit status (128 + N: signal N).
+# The survivors end the job with MPI_Abort after their last barrier; the first abort makes Open
+# MPI send SIGTERM to every other rank's process group, which may reach a survivor before it has
+# exited on its own. The wrapper then records 143 (ended by the job's SIGTERM) instead of dying
+# unrecorded: the rank runs in the background so that `wait` returns to the trap at once.
 cat >rank.sh <<'SH'
 #!/usr/bin/env bash
-"$@"
+recorded=""
+record() { [[ -n "$recorded" ]] && return; recorded=1; echo "$OMPI_COMM_WORLD_RANK $1" >>"$RANK_STATUS"; }
+trap 'record 143; exit 143' TERM
+"$@" &
+wait $!
 status=$?
-echo "$OMPI_COMM_WORLD_RANK $status" >>"$RANK_STATUS"
+record "$status"
 exit $status
 SH
 chmod +x rank.sh
