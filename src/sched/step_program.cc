@@ -178,10 +178,10 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
       c.tp_rank = group.tp_rank;
       c.members = members;
       c.elements = layer_params.Of(group.layer, group.tp_degree).total();
-      const bool sharded = program.zero1 && !group.mixed;
-      c.kind = sharded ? StepOpKind::kLayerReduceScatter : StepOpKind::kLayerAllReduce;
-      if (sharded) {
-        c.chunks = EvenCounts(c.elements, static_cast<int>(members.size()));
+      const int shard_degree = program.zero1 ? spec::Zero1ShardDegree(group) : 1;
+      c.kind = shard_degree > 1 ? StepOpKind::kLayerReduceScatter : StepOpKind::kLayerAllReduce;
+      if (shard_degree > 1) {
+        c.chunks = EvenCounts(c.elements, shard_degree);
         chunks = c.chunks;
         all_gathers.push_back(static_cast<int>(program.collectives.size()));
       }

@@ -137,5 +137,9 @@ struct LayerGroup {
 // Every layer's groups, in layer order and, within a layer, in TP-rank order. A layer no stage
 // holds has none; a layer held by one stage of degree d has d groups of one member each.
 std::vector<LayerGroup> DataParallelGroups(const Plan& plan, int64_t num_blocks);
+// Zero1ShardDegree of one group (its members are the layer's holders for its TP rank).
+inline int Zero1ShardDegree(const LayerGroup& g) {
+  return Zero1ShardDegree(LayerHolding{static_cast<int>(g.devices.size()), g.tp_degree, g.mixed});
+}
 
 }  // namespace motley::spec
