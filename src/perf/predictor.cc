@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -429,10 +428,7 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
                                    Prediction* pred) const {
   Bytes worst_mem_excess = 0;
   const bool runtime = RunsAsTheRuntime();
-  std::map<int, int> rank_of_device;
-  for (const sched::RankStep& rs : program.ranks) rank_of_device[rs.device] = rs.rank;
-  Result<sched::PlanSchedules> schedules = sched::PlanSchedules::Build(plan);
-  MOTLEY_CHECK(schedules.ok(), schedules.status().message());
+  const sched::PlanSchedules& schedules = program.schedules;
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
@@ -440,13 +436,13 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
       StagePrediction& sp = pred->stages[k][i];
       const int type = cluster_.device(st.devices.front()).type;
       sp.device_type = type;
-      StageMemoryInput in =
-          StageMemoryInputOf(st, pipe, train_.seq_len, schedules->in_flight(k, i));
+      StageMemoryInput in = StageMemoryInputOf(st, pipe, train_.seq_len, schedules.in_flight(k, i));
       // ZeRO-1's sharding degree for the estimate: the smallest over the stage's layers (1 where
       // a layer is not sharded: held alone, or mixed TP degrees).
       in.dp_degree = 0;
       for (int device : st.devices) {
-        const sched::RankStep& rs = program.ranks[static_cast<size_t>(rank_of_device.at(device))];
+        const sched::RankStep& rs =
+            program.ranks[static_cast<size_t>(program.RankOfDevice(device))];
         int64_t sharded_layers = 0;
         for (const sched::StepOp& op : rs.ops) {
           if (op.kind != sched::StepOpKind::kLayerReduceScatter) continue;
@@ -471,10 +467,10 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
         r.seq_len = train_.seq_len;
         r.recompute = st.recompute;
         r.activation_slots = in.in_flight;
-        r.transfer_buffers = schedules->buffers_held(k, i);
+        r.transfer_buffers = schedules.buffers_held(k, i);
         sp.memory = StageMemory{};
         for (int device : st.devices) {
-          const int rank = rank_of_device.at(device);
+          const int rank = program.RankOfDevice(device);
           r.moment_elements = 0;
           for (const sched::StepOp& op : program.ranks[static_cast<size_t>(rank)].ops) {
             if (op.kind == sched::StepOpKind::kOptimizer) r.moment_elements += op.elements;

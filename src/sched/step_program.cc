@@ -105,7 +105,8 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
     program.ranks[static_cast<size_t>(r)].rank = r;
     program.ranks[static_cast<size_t>(r)].device = world[static_cast<size_t>(r)];
   }
-  MOTLEY_ASSIGN_OR_RETURN(const PlanSchedules schedules, PlanSchedules::Build(plan));
+  MOTLEY_ASSIGN_OR_RETURN(program.schedules, PlanSchedules::Build(plan));
+  const PlanSchedules& schedules = program.schedules;
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     const Schedule& schedule = schedules.of(k);
@@ -267,6 +268,7 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
     push(StepOpKind::kMetricsAllGather, metrics, -1, 0);
     push(StepOpKind::kPlanAgreement, agreement, -1, 0);
   }
+  program.rank_of_device = std::move(rank_of_device);
   return program;
 }
 

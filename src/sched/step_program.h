@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "sched/plan_schedules.h"
 #include "sched/schedule.h"
 #include "spec/model_spec.h"
 #include "spec/plan.h"
@@ -133,6 +134,16 @@ struct StepProgram {
   bool zero1 = false;
   std::vector<RankStep> ranks;          // by world rank
   std::vector<Collective> collectives;  // in entry order
+  // Device id -> world rank, -1 for a device outside the world (ids up to the largest the world
+  // or the plan names); RankOfDevice reads it.
+  std::vector<int> rank_of_device;
+  PlanSchedules schedules;  // the schedules the pipeline ops were built from
+  // The world rank of `device`, -1 when it is not in the world.
+  int RankOfDevice(int device) const {
+    return device >= 0 && static_cast<size_t>(device) < rank_of_device.size()
+               ? rank_of_device[static_cast<size_t>(device)]
+               : -1;
+  }
 };
 
 struct StepProgramOptions {
