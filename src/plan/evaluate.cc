@@ -164,15 +164,17 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
         const bool head = i + 1 == p;
         const perf::StageCost c0 =
             predictor_.StageCostOfShape(u.type, u.tp, intra, 0, emb, head, b, es.recompute, rate);
+        // The same stage with one block: the difference is one block's cost, the stage's fixed
+        // costs (embedding, head, boundary copies) staying in c0 once.
         const perf::StageCost c1 =
-            predictor_.StageCostOfShape(u.type, u.tp, intra, 1, false, false, b, es.recompute, rate);
+            predictor_.StageCostOfShape(u.type, u.tp, intra, 1, emb, head, b, es.recompute, rate);
         StageLine& line = lines[i];
         line.fwd0 = c0.forward_s;
         line.bwd0 = c0.backward_s;
-        line.fwd1 = c1.forward_s;
-        line.bwd1 = c1.backward_s;
+        line.fwd1 = c1.forward_s - c0.forward_s;
+        line.bwd1 = c1.backward_s - c0.backward_s;
         line.base = c0.forward_s + c0.backward_s + (i > 0 ? c[i - 1] : 0.0) + c[i];
-        line.per_block = c1.forward_s + c1.backward_s;
+        line.per_block = line.fwd1 + line.bwd1;
         perf::StageMemoryInput in;
         in.has_embedding = emb;
         in.has_head = head;
