@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/parallel_for.h"
+#include "core/thread_count.h"
 #include "perf/flops.h"
 #include "plan/planner.h"
 
@@ -41,42 +43,57 @@ Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const Planne
   const spec::ModelSpec& model = predictor.model();
   const spec::TrainSpec& train = predictor.train();
   const int n = cluster.num_devices();
-  std::optional<Candidate> best;
-  std::string last_error = "no shape dp * pp * tp uses all devices";
+  // Every (tp, pp, micro-batch) shape, predicted side by side; per shape the first recompute
+  // choice that fits. Taken in enumeration order: the first of equals, the last error.
+  struct Shape {
+    int tp = 1, pp = 1;
+    int64_t b = 1;
+    std::optional<Candidate> fit;
+    std::string error;  // the shape's last refusal, empty when none
+  };
+  std::vector<Shape> shapes;
   for (int tp : options.tp_degrees) {
     if (n % tp != 0 || !model.SplitsForTensorParallel(tp)) continue;
     for (int pp = 1; pp <= model.num_blocks && pp <= n / tp; ++pp) {
       if ((n / tp) % pp != 0) continue;
-      const int dp = n / tp / pp;
-      for (int64_t b : options.micro_batch_sizes) {
-        for (spec::Recompute rec : options.recompute) {
-          spec::UniformPlanOptions u;
-          u.dp = dp;
-          u.pp = pp;
-          u.tp = tp;
-          u.micro_batch_size = b;
-          u.schedule = options.schedule;
-          u.recompute = rec;
-          u.optimizer_sharding = options.zero1 && dp > 1 ? spec::OptimizerSharding::kZero1
-                                                         : spec::OptimizerSharding::kNone;
-          auto plan = spec::UniformPlan(cluster, model, train, u);
-          if (!plan.ok()) {
-            last_error = plan.status().message();
-            break;
-          }
-          perf::Prediction pred = predictor.Predict(*plan, options.rates, options.link_rates);
-          if (!pred.fits_memory) {
-            last_error = "memory: " + pred.memory_violation;
-            continue;
-          }
-          if (!best || pred.iteration_s < best->prediction.iteration_s) {
-            best = Candidate{*plan, pred, 0.0,
-                             fmt::format("uniform dp={} pp={} tp={} b={} recompute={}", dp, pp, tp,
-                                         b, spec::RecomputeName(rec))};
-          }
-          break;
-        }
+      for (int64_t b : options.micro_batch_sizes) shapes.push_back(Shape{tp, pp, b, {}, {}});
+    }
+  }
+  ParallelFor(shapes.size(), ThreadsOrAllCores(options.threads), [&](size_t i) {
+    Shape& shape = shapes[i];
+    const int dp = n / shape.tp / shape.pp;
+    for (spec::Recompute rec : options.recompute) {
+      spec::UniformPlanOptions u;
+      u.dp = dp;
+      u.pp = shape.pp;
+      u.tp = shape.tp;
+      u.micro_batch_size = shape.b;
+      u.schedule = options.schedule;
+      u.recompute = rec;
+      u.optimizer_sharding = options.zero1 && dp > 1 ? spec::OptimizerSharding::kZero1
+                                                     : spec::OptimizerSharding::kNone;
+      auto plan = spec::UniformPlan(cluster, model, train, u);
+      if (!plan.ok()) {
+        shape.error = plan.status().message();
+        return;
       }
+      perf::Prediction pred = predictor.Predict(*plan, options.rates, options.link_rates);
+      if (!pred.fits_memory) {
+        shape.error = "memory: " + pred.memory_violation;
+        continue;
+      }
+      shape.fit = Candidate{*plan, pred, 0.0,
+                            fmt::format("uniform dp={} pp={} tp={} b={} recompute={}", dp, shape.pp,
+                                        shape.tp, shape.b, spec::RecomputeName(rec))};
+      return;
+    }
+  });
+  std::optional<Candidate> best;
+  std::string last_error = "no shape dp * pp * tp uses all devices";
+  for (Shape& shape : shapes) {
+    if (!shape.error.empty()) last_error = shape.error;
+    if (shape.fit && (!best || shape.fit->prediction.iteration_s < best->prediction.iteration_s)) {
+      best = std::move(shape.fit);
     }
   }
   if (!best) return Err("uniform plan: nothing fits; last reason: {}", last_error);

@@ -5,23 +5,23 @@
 // (d pipelines sharing every (island, type) bucket), segregated by type and by island, with
 // contiguous or strided placement and the stage order of types varied. Small instances (at most
 // 8 TP groups at TP 1) try every d, every type order and every combination of per-group d.
-// Layouts are queued and evaluated in batches on PlannerOptions::threads threads (std::thread:
-// a batch is a few dozen independent predictions, too few to need a task library); their
-// outcomes are applied in queue order, so the search ends as on one thread.
+// Layouts are queued and evaluated in batches on PlannerOptions::threads threads
+// (core/parallel_for.h); their outcomes are applied in queue order, so the search ends as on one
+// thread. The simulator's confirmations and the uniform baseline's shapes run on the same threads,
+// each combined in a fixed order (the homogeneous sum's per-type searches are threaded inside).
 #include "plan/planner.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <set>
-#include <thread>
 
 #include <fmt/format.h>
 
+#include "core/parallel_for.h"
 #include "core/thread_count.h"
 #include "perf/flops.h"
 #include "perf/memory_model.h"
@@ -209,20 +209,12 @@ struct Search {
       job.prune_above = PruneAbove(job.single_type, job.single_tp, job.identical_shape);
     }
     std::vector<std::vector<Outcome>> outcomes(pending.size());
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i = next++; i < pending.size(); i = next++) {
-        const LayoutJob& job = pending[i];
-        RunLayout(
-            job, [&] { return job.prune_above; },
-            [&](Outcome o) { outcomes[i].push_back(std::move(o)); });
-      }
-    };
-    std::vector<std::thread> pool;
-    const size_t n = std::min(pending.size(), static_cast<size_t>(threads));
-    for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
-    work();
-    for (std::thread& th : pool) th.join();
+    ParallelFor(pending.size(), threads, [&](size_t i) {
+      const LayoutJob& job = pending[i];
+      RunLayout(
+          job, [&] { return job.prune_above; },
+          [&](Outcome o) { outcomes[i].push_back(std::move(o)); });
+    });
     for (size_t i = 0; i < pending.size(); ++i) {
       for (Outcome& o : outcomes[i]) Apply(pending[i], std::move(o));
     }
@@ -595,8 +587,14 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
   // The simulator has no per-link rates: with link rates the predictor alone chooses.
   const bool simulated = options.link_rates.empty();
   const int confirm_top = simulated ? options.confirm_top : 0;
-  for (size_t i = 0; i < report.ranked.size() && static_cast<int>(i) < confirm_top; ++i) {
-    auto r = simulator.Run(report.ranked[i].plan, so);
+  // Simulated side by side, taken in rank order (the first of equals, the first error).
+  const size_t confirmed =
+      std::min(report.ranked.size(), static_cast<size_t>(std::max(confirm_top, 0)));
+  std::vector<std::optional<Result<sim::SimResult>>> runs(confirmed);
+  ParallelFor(confirmed, s.threads,
+              [&](size_t i) { runs[i].emplace(simulator.Run(report.ranked[i].plan, so)); });
+  for (size_t i = 0; i < confirmed; ++i) {
+    const Result<sim::SimResult>& r = *runs[i];
     if (!r.ok()) return r.status();
     report.ranked[i].simulated_s = r->iteration_s;
     if (r->iteration_s < report.ranked[best_index].simulated_s) best_index = i;

@@ -50,7 +50,8 @@ struct PlannerOptions {
   // Branch and bound: skip predicting a candidate whose proven lower bound cannot beat what the
   // search keeps (plan/evaluate.h EvalSettings::prune_above). The result is the same either way.
   bool prune = true;
-  // Threads evaluating candidates (0 = every core: ThreadsOrAllCores in core/thread_count.h). The
+  // Threads evaluating candidates, the uniform baseline's shapes and the simulator's
+  // confirmations (0 = every core: ThreadsOrAllCores in core/thread_count.h). The
   // result is the same for any count (pruning is exact, and outcomes are applied in the one-thread
   // order); only evaluations_pruned may differ, as threads see the search's records a batch late.
   int threads = 1;

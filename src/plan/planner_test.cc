@@ -77,6 +77,56 @@ TEST(PlannerTest, KeepsDataParallelTrafficInsideIslands) {
   EXPECT_LT(report->best.prediction.iteration_s, w->predictor->Predict(*flat).iteration_s);
 }
 
+// The whole report, baselines and references included, is the same on one thread and on three
+// (the confirmations and the uniform baseline's shapes run side by side there, and so do the
+// candidates of the homogeneous sum's per-type searches).
+TEST(PlannerTest, TheReportDoesNotDependOnTheThreadCount) {
+  auto w = MakeWorld(
+      {{"h", "h100", 2, 8, "nvlink", "ib-hdr"}, {"a", "a100-40g", 2, 8, "nvlink", "roce-100g"}},
+      "eth-25g", "llama2-7b", 64, 2048);
+  PlannerOptions options;
+  options.threads = 1;
+  auto one = PlanCluster(*w->predictor, options);
+  options.threads = 3;
+  auto three = PlanCluster(*w->predictor, options);
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  ASSERT_TRUE(three.ok()) << three.status().message();
+  EXPECT_EQ(three->best.description, one->best.description);
+  EXPECT_EQ(three->best.simulated_s, one->best.simulated_s);
+  ASSERT_EQ(three->ranked.size(), one->ranked.size());
+  for (size_t i = 0; i < one->ranked.size(); ++i) {
+    EXPECT_EQ(three->ranked[i].description, one->ranked[i].description) << "rank " << i;
+    EXPECT_EQ(three->ranked[i].simulated_s, one->ranked[i].simulated_s) << "rank " << i;
+  }
+  ASSERT_EQ(three->baselines.size(), one->baselines.size());
+  for (size_t i = 0; i < one->baselines.size(); ++i) {
+    const Baseline& a = one->baselines[i];
+    const Baseline& b = three->baselines[i];
+    EXPECT_EQ(b.name, a.name);
+    EXPECT_EQ(b.found, a.found) << a.name;
+    EXPECT_EQ(b.why_not, a.why_not) << a.name;
+    EXPECT_EQ(b.candidate.description, a.candidate.description) << a.name;
+    EXPECT_EQ(b.candidate.prediction.iteration_s, a.candidate.prediction.iteration_s) << a.name;
+    EXPECT_EQ(b.candidate.simulated_s, a.candidate.simulated_s) << a.name;
+  }
+  EXPECT_TRUE(one->baselines.front().found) << one->baselines.front().why_not;
+  ASSERT_EQ(three->homogeneous_shares.size(), one->homogeneous_shares.size());
+  ASSERT_EQ(one->homogeneous_shares.size(), 2u);
+  for (size_t i = 0; i < one->homogeneous_shares.size(); ++i) {
+    EXPECT_EQ(three->homogeneous_shares[i].type, one->homogeneous_shares[i].type);
+    EXPECT_EQ(three->homogeneous_shares[i].tokens_per_s, one->homogeneous_shares[i].tokens_per_s);
+    EXPECT_EQ(three->homogeneous_shares[i].what, one->homogeneous_shares[i].what);
+  }
+  EXPECT_GT(one->homogeneous_sum_tokens_per_s, 0);
+  EXPECT_EQ(three->homogeneous_sum_tokens_per_s, one->homogeneous_sum_tokens_per_s);
+  EXPECT_EQ(three->exhaustive_tokens_per_s, one->exhaustive_tokens_per_s);
+  ASSERT_EQ(three->left_out.size(), one->left_out.size());
+  for (size_t i = 0; i < one->left_out.size(); ++i) {
+    EXPECT_EQ(three->left_out[i].devices, one->left_out[i].devices);
+    EXPECT_EQ(three->left_out[i].reason, one->left_out[i].reason);
+  }
+}
+
 TEST(PlannerTest, ModelTooLargeIsExplained) {
   auto w = MakeWorld({{"a", "a100-40g", 1, 2, "nvlink", "ib-hdr"}}, "ib-hdr", "llama2-70b", 8, 4096);
   auto report = PlanCluster(*w->predictor, PlannerOptions{});
