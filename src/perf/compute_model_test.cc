@@ -61,7 +61,7 @@ spec::ClusterSpec LaunchOnly() {
   t.memory_bandwidth = 1e15;
   t.kernel_launch_s = 1.0;
   c.device_types = {t};
-  c.nodes = {{"n", "n", "fast", 1, "", {}}};
+  c.nodes = {{"n", "n", "fast", 1, "", {}, {}}};
   MOTLEY_CHECK(c.Finalize().ok(), "cluster");
   return c;
 }

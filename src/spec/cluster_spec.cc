@@ -226,6 +226,20 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
     for (size_t k = 0; k < n.nics.size(); ++k) {
       MOTLEY_RETURN_IF_ERROR(find_link(n.nics[k], fmt::format("{}.nics[{}]", at, k)).status());
     }
+    if (!n.nic_of_device.empty()) {
+      if (n.nic_of_device.size() != static_cast<size_t>(n.device_count)) {
+        return where.Error(at + ".nics", fmt::format("assigns {} devices to cards, the node has {}",
+                                                     n.nic_of_device.size(), n.device_count));
+      }
+      for (size_t j = 0; j < n.nic_of_device.size(); ++j) {
+        const int card = n.nic_of_device[j];
+        if (card < 0 || static_cast<size_t>(card) >= n.nics.size()) {
+          return where.Error(
+              at + ".nics",
+              fmt::format("device {} uses card {}, the node has {} cards", j, card, n.nics.size()));
+        }
+      }
+    }
     node_first_device_[i] = static_cast<int>(devices_.size());
     for (int local = 0; local < n.device_count; ++local) {
       DeviceInfo d;
@@ -270,6 +284,13 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
                          fmt::format("required: the island has {} nodes", s.nodes.size()));
     }
     island_link_.push_back(link);
+    if (s.capacity != 0) {
+      if (const std::string r =
+              OutOfRange(s.capacity, kMinBandwidth, kMaxBandwidth, kBandwidthRange, "bytes/s");
+          !r.empty()) {
+        return where.Error(at + ".capacity", r);
+      }
+    }
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (node_island_[i] >= 0) continue;
@@ -290,6 +311,13 @@ Status ClusterSpec::Finalize(std::string_view file, std::string_view field_prefi
                        fmt::format("required: the cluster has {} islands (a node outside every "
                                    "declared island is an island of its own)",
                                    islands.size()));
+  }
+  if (inter_island_capacity != 0) {
+    if (const std::string r = OutOfRange(inter_island_capacity, kMinBandwidth, kMaxBandwidth,
+                                         kBandwidthRange, "bytes/s");
+        !r.empty()) {
+      return where.Error("inter_island_capacity", r);
+    }
   }
   for (DeviceInfo& d : devices_) d.island = node_island_[d.node];
   finalized_ = true;

@@ -96,12 +96,19 @@ struct NodeSpec {
   int device_count = 0;
   std::string intra_link;            // link class between devices of this node ("" if 1 device)
   std::vector<std::string> nics;     // link classes of the network cards (may be empty)
+  // Which card each device uses (by local index: an index into `nics`), when the cluster file
+  // assigns devices to cards (nodes[].nics[].devices); empty: the cards are pooled, every device
+  // using all of them (perf/network.h).
+  std::vector<int> nic_of_device;
 };
 
 struct IslandSpec {
   std::string name;
   std::vector<std::string> nodes;    // node names (a `repeat:` group name is expanded on parse)
   std::string link;                  // link class between nodes of this island
+  // Aggregate capacity of the island's fabric, shared by every transfer between two of its nodes
+  // (perf/network.h); 0: not given (each node's cards are its uplinks, the fabric adds nothing).
+  BytesPerSecond capacity = 0;
   bool implicit = false;             // a one-node island appended by Finalize()
 };
 
@@ -124,6 +131,9 @@ class ClusterSpec {
   // that no declared island lists.
   std::vector<IslandSpec> islands;
   std::string inter_island_link;     // link class between islands; required when > 1 island
+  // Aggregate capacity of the network between islands, shared by every transfer between two
+  // islands (perf/network.h); 0: not given.
+  BytesPerSecond inter_island_capacity = 0;
 
   // Validates names, sizes and references and builds the device index. Call after editing the
   // fields; the parse functions return finalized specs. Messages read "<file>: <prefix>.<field>:

@@ -86,10 +86,43 @@ ClusterSpec TwoNodeCluster() {
   c.device_types.push_back(cpu);
   c.link_classes.push_back({"shm", 1e-6, 1e9, 1.0});
   c.link_classes.push_back({"net", 1e-5, 1e8, 0.5});
-  c.nodes.push_back({"n0", "n0", "cpu", 2, "shm", {}});
-  c.nodes.push_back({"n1", "n1", "cpu", 2, "shm", {"net"}});
+  c.nodes.push_back({"n0", "n0", "cpu", 2, "shm", {}, {}});
+  c.nodes.push_back({"n1", "n1", "cpu", 2, "shm", {"net"}, {}});
   c.inter_island_link = "net";
   return c;
+}
+
+// Cards assigned to devices, an island fabric's and the inter-island network's capacity
+// (docs/formats/cluster.md, "Network resources").
+TEST(ClusterSpecTest, CardsServingDevicesAndAggregateCapacities) {
+  Result<ClusterSpec> c = ParseClusterSpec(R"(
+device_types:
+  - {name: g, vendor: cuda, peak_flops: 100 TFLOPS, memory: 80 GiB, memory_bandwidth: 2 TB/s}
+link_classes:
+  - {name: fast, latency: 1 us, bandwidth: 100 GB/s}
+  - {name: ib, latency: 5 us, bandwidth: 200 Gbit/s}
+nodes:
+  - name: dgx
+    repeat: 2
+    device_type: g
+    device_count: 4
+    intra_link: fast
+    nics: [{link: ib, devices: [0, 2]}, {link: ib, devices: [3, 1]}]
+  - {name: other, device_type: g, device_count: 1, nics: [ib]}
+islands:
+  - {name: rack, nodes: [dgx], link: ib, capacity: 1.6 Tbit/s}
+inter_island_link: ib
+inter_island_capacity: 50 GB/s
+)",
+                                           "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->nodes.size(), 3U);
+  EXPECT_EQ(c->nodes[1].nics, (std::vector<std::string>{"ib", "ib"}));
+  EXPECT_EQ(c->nodes[1].nic_of_device, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_TRUE(c->nodes[2].nic_of_device.empty());
+  EXPECT_DOUBLE_EQ(c->islands[0].capacity, 200e9);
+  EXPECT_DOUBLE_EQ(c->islands.back().capacity, 0.0);  // the implicit island of node `other`
+  EXPECT_DOUBLE_EQ(c->inter_island_capacity, 50e9);
 }
 
 TEST(ClusterSpecTest, FinalizeInCodeAndAgainAfterEdits) {

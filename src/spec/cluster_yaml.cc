@@ -237,6 +237,59 @@ Status CheckLink(const Names& names, const std::string& link, const std::string&
   return Status::Ok();
 }
 
+// `nodes[].nics`: link class names (the cards are pooled), or mappings {link: NAME, devices:
+// [local indices]} that assign every device of the node to exactly one card.
+Status ParseNics(const MapReader& map, const Names& names, NodeSpec* n) {
+  const std::string& file = map.file();
+  MOTLEY_ASSIGN_OR_RETURN(const std::vector<YAML::Node> nics, ReadList(map, "nics", false));
+  bool assigned = false;
+  for (size_t k = 0; k < nics.size(); ++k) {
+    const std::string at = IndexPath(map.PathOf("nics"), k);
+    if (k == 0) assigned = nics[k].IsMap();
+    if (nics[k].IsMap() != assigned) {
+      return FieldError(file, at,
+                        "either every card names the devices it serves ({link: NAME, devices: "
+                        "[...]}) or none does (a link class name: the cards are pooled)");
+    }
+    if (!assigned) {
+      MOTLEY_ASSIGN_OR_RETURN(std::string nic, ReadString(nics[k], file, at));
+      MOTLEY_RETURN_IF_ERROR(CheckLink(names, nic, file, at));
+      n->nics.push_back(nic);
+      continue;
+    }
+    MOTLEY_ASSIGN_OR_RETURN(const MapReader card, MapReader::Make(nics[k], file, at));
+    MOTLEY_RETURN_IF_ERROR(card.CheckKeys({"link", "devices"}));
+    MOTLEY_ASSIGN_OR_RETURN(std::string nic, card.String("link"));
+    MOTLEY_RETURN_IF_ERROR(CheckLink(names, nic, file, card.PathOf("link")));
+    n->nics.push_back(nic);
+    MOTLEY_ASSIGN_OR_RETURN(const std::vector<YAML::Node> devices, ReadList(card, "devices", true));
+    if (devices.empty()) return card.Error("devices", "a card serves at least one device");
+    if (n->nic_of_device.empty()) n->nic_of_device.assign(static_cast<size_t>(n->device_count), -1);
+    for (size_t j = 0; j < devices.size(); ++j) {
+      const std::string dat = IndexPath(card.PathOf("devices"), j);
+      MOTLEY_ASSIGN_OR_RETURN(const int64_t local, ReadInt(devices[j], file, dat));
+      if (local < 0 || local >= n->device_count) {
+        return FieldError(file, dat,
+                          fmt::format("device {} is not on the node (local indices 0..{})", local,
+                                      n->device_count - 1));
+      }
+      int& card_of = n->nic_of_device[static_cast<size_t>(local)];
+      if (card_of >= 0) {
+        return FieldError(file, dat, fmt::format("device {} already uses card {}", local, card_of));
+      }
+      card_of = static_cast<int>(k);
+    }
+  }
+  for (size_t j = 0; j < n->nic_of_device.size(); ++j) {
+    if (n->nic_of_device[j] < 0) {
+      return map.Error("nics", fmt::format("device {} of the node uses no card (every device "
+                                           "needs one when the cards name their devices)",
+                                           j));
+    }
+  }
+  return Status::Ok();
+}
+
 // Parses one `nodes:` entry into one node, or `repeat` nodes named "<name>-<k>".
 Status ParseNodes(const YAML::Node& node, const std::string& file, const std::string& path,
                   const Names& names, std::vector<NodeSpec>* out) {
@@ -260,13 +313,7 @@ Status ParseNodes(const YAML::Node& node, const std::string& file, const std::st
   if (!n.intra_link.empty()) {
     MOTLEY_RETURN_IF_ERROR(CheckLink(names, n.intra_link, file, map.PathOf("intra_link")));
   }
-  MOTLEY_ASSIGN_OR_RETURN(const std::vector<YAML::Node> nics, ReadList(map, "nics", false));
-  for (size_t k = 0; k < nics.size(); ++k) {
-    const std::string at = IndexPath(map.PathOf("nics"), k);
-    MOTLEY_ASSIGN_OR_RETURN(std::string nic, ReadString(nics[k], file, at));
-    MOTLEY_RETURN_IF_ERROR(CheckLink(names, nic, file, at));
-    n.nics.push_back(nic);
-  }
+  MOTLEY_RETURN_IF_ERROR(ParseNics(map, names, &n));
   int64_t repeat = 0;
   MOTLEY_RETURN_IF_ERROR(map.OptInt("repeat", &repeat));
   if (!map.Has("repeat")) {
@@ -291,9 +338,13 @@ Result<IslandSpec> ParseIsland(const YAML::Node& node, const std::string& file,
                                const std::string& path, const Names& names,
                                const std::vector<NodeSpec>& nodes) {
   MOTLEY_ASSIGN_OR_RETURN(const MapReader map, MapReader::Make(node, file, path));
-  MOTLEY_RETURN_IF_ERROR(map.CheckKeys({"name", "nodes", "link"}));
+  MOTLEY_RETURN_IF_ERROR(map.CheckKeys({"name", "nodes", "link", "capacity"}));
   IslandSpec s;
   MOTLEY_ASSIGN_OR_RETURN(s.name, map.String("name"));
+  MOTLEY_RETURN_IF_ERROR(OptQuantity(map, "capacity", QuantityKind::kBytesPerSecond, &s.capacity));
+  if (map.Has("capacity") && !(s.capacity > 0)) {
+    return map.Error("capacity", fmt::format("must be positive, got {}", s.capacity));
+  }
   MOTLEY_RETURN_IF_ERROR(map.OptString("link", &s.link));
   if (!s.link.empty()) MOTLEY_RETURN_IF_ERROR(CheckLink(names, s.link, file, map.PathOf("link")));
   MOTLEY_ASSIGN_OR_RETURN(const std::vector<YAML::Node> members, ReadList(map, "nodes", true));
@@ -317,8 +368,8 @@ Result<IslandSpec> ParseIsland(const YAML::Node& node, const std::string& file,
 Result<ClusterSpec> ParseClusterNode(const YAML::Node& node, const std::string& file,
                                      const std::string& path) {
   MOTLEY_ASSIGN_OR_RETURN(const MapReader map, MapReader::Make(node, file, path));
-  MOTLEY_RETURN_IF_ERROR(map.CheckKeys(
-      {"name", "device_types", "link_classes", "nodes", "islands", "inter_island_link"}));
+  MOTLEY_RETURN_IF_ERROR(map.CheckKeys({"name", "device_types", "link_classes", "nodes", "islands",
+                                        "inter_island_link", "inter_island_capacity"}));
   ClusterSpec cluster;
   MOTLEY_RETURN_IF_ERROR(map.OptString("name", &cluster.name));
   Names names;
@@ -360,6 +411,12 @@ Result<ClusterSpec> ParseClusterNode(const YAML::Node& node, const std::string& 
     cluster.islands.push_back(std::move(s));
   }
   MOTLEY_RETURN_IF_ERROR(map.OptString("inter_island_link", &cluster.inter_island_link));
+  MOTLEY_RETURN_IF_ERROR(OptQuantity(map, "inter_island_capacity", QuantityKind::kBytesPerSecond,
+                                     &cluster.inter_island_capacity));
+  if (map.Has("inter_island_capacity") && !(cluster.inter_island_capacity > 0)) {
+    return map.Error("inter_island_capacity",
+                     fmt::format("must be positive, got {}", cluster.inter_island_capacity));
+  }
   MOTLEY_RETURN_IF_ERROR(cluster.Finalize(file, path));
   return cluster;
 }

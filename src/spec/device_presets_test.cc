@@ -27,7 +27,7 @@ TEST(DevicePresetsTest, EveryNumberHasASourceAndEveryPresetIsValid) {
     EXPECT_FALSE(p.gemm_tiles_source.empty()) << p.name;
     ClusterSpec c;
     c.device_types = {ToDeviceType(p)};
-    c.nodes = {{"n", "n", std::string(p.name), 1, "", {}}};
+    c.nodes = {{"n", "n", std::string(p.name), 1, "", {}, {}}};
     const Status s = c.Finalize("presets", "");
     EXPECT_TRUE(s.ok()) << p.name << ": " << s.message();
     EXPECT_EQ(c.device_types[0].preset, p.name);

@@ -35,73 +35,152 @@ std::vector<Case> RunCases() {
   const std::string types = kTypes;
   const std::string nodes = kNodes;
   return {
-      {"missing section", RunText(types + nodes, "tiny", ""), {"bad.yaml: train: missing required field"}},
-      {"wrong type", RunText(types + nodes, "tiny", "train: {global_batch: 4, seq_len: 32, steps: ten}\n"),
+      {"missing section",
+       RunText(types + nodes, "tiny", ""),
+       {"bad.yaml: train: missing required field"}},
+      {"wrong type",
+       RunText(types + nodes, "tiny", "train: {global_batch: 4, seq_len: 32, steps: ten}\n"),
        {"bad.yaml: train.steps: expected an integer, got 'ten'"}},
-      {"zero size", RunText(types + nodes, "tiny", "train: {global_batch: 0, seq_len: 32, steps: 2}\n"),
+      {"zero size",
+       RunText(types + nodes, "tiny", "train: {global_batch: 0, seq_len: 32, steps: 2}\n"),
        {"bad.yaml: train.global_batch: must be positive, got 0"}},
-      {"unknown top key", Good() + "trian: {}\n", {"bad.yaml: trian: unknown key (known: cluster, model, train)"}},
+      {"unknown top key",
+       Good() + "trian: {}\n",
+       {"bad.yaml: trian: unknown key (known: cluster, model, train)"}},
       {"unknown nested key",
-       RunText(types + nodes, "tiny", "train: {global_batch: 4, seq_len: 32, steps: 2, optimizer: {lrr: 1}}\n"),
+       RunText(types + nodes, "tiny",
+               "train: {global_batch: 4, seq_len: 32, steps: 2, optimizer: {lrr: 1}}\n"),
        {"bad.yaml: train.optimizer.lrr: unknown key"}},
       {"undefined device type",
-       RunText(types + "  nodes:\n    - {name: n, device_type: h100x, device_count: 1}\n", "tiny", kTrain),
+       RunText(types + "  nodes:\n    - {name: n, device_type: h100x, device_count: 1}\n", "tiny",
+               kTrain),
        {"bad.yaml: cluster.nodes[0].device_type: unknown device type 'h100x' (known: cpu)"}},
       {"undefined link class",
-       RunText(types + "  nodes:\n    - {name: n, device_type: cpu, device_count: 1, nics: [ib]}\n", "tiny", kTrain),
+       RunText(types + "  nodes:\n    - {name: n, device_type: cpu, device_count: 1, nics: [ib]}\n",
+               "tiny", kTrain),
        {"bad.yaml: cluster.nodes[0].nics[0]: unknown link class 'ib' (known: none defined)"}},
-      {"heads do not divide hidden", RunText(types + nodes, "{preset: tiny, num_heads: 5}", kTrain),
+      {"heads do not divide hidden",
+       RunText(types + nodes, "{preset: tiny, num_heads: 5}", kTrain),
        {"bad.yaml: model.num_heads: 5 heads do not divide hidden 64"}},
-      {"kv heads do not divide heads", RunText(types + nodes, "{preset: tiny, num_kv_heads: 3}", kTrain),
+      {"kv heads do not divide heads",
+       RunText(types + nodes, "{preset: tiny, num_kv_heads: 3}", kTrain),
        {"bad.yaml: model.num_kv_heads: 3 kv heads do not divide 4 heads"}},
       {"yaml syntax", "cluster: [unclosed\nmodel: tiny\n", {"bad.yaml:", "YAML syntax error"}},
       {"empty document", "# only a comment\n", {"bad.yaml: empty document"}},
-      {"unknown preset", RunText(types + nodes, "llama-9000", kTrain),
+      {"unknown preset",
+       RunText(types + nodes, "llama-9000", kTrain),
        {"bad.yaml: model: unknown model preset 'llama-9000' (known: tiny,"}},
       {"negative memory",
-       RunText("  device_types:\n    - {name: cpu, vendor: cpu, peak_flops: 1 GFLOPS, memory: -1 GiB, "
-               "memory_bandwidth: 1 GB/s}\n" + nodes, "tiny", kTrain),
+       RunText(
+           "  device_types:\n    - {name: cpu, vendor: cpu, peak_flops: 1 GFLOPS, memory: -1 GiB, "
+           "memory_bandwidth: 1 GB/s}\n" +
+               nodes,
+           "tiny", kTrain),
        {"bad.yaml: cluster.device_types[0].memory: must be positive"}},
       {"wrong unit",
-       RunText("  device_types:\n    - {name: cpu, vendor: cpu, peak_flops: 1 GFLOPS, memory: 80 GHz, "
-               "memory_bandwidth: 1 GB/s}\n" + nodes, "tiny", kTrain),
+       RunText(
+           "  device_types:\n    - {name: cpu, vendor: cpu, peak_flops: 1 GFLOPS, memory: 80 GHz, "
+           "memory_bandwidth: 1 GB/s}\n" +
+               nodes,
+           "tiny", kTrain),
        {"bad.yaml: cluster.device_types[0].memory: expected a byte size such as"}},
       {"duplicate device type",
-       RunText(types + "    - {name: cpu, vendor: cuda, peak_flops: 1 TFLOPS, memory: 1 GiB, "
-                       "memory_bandwidth: 1 TB/s}\n" + nodes, "tiny", kTrain),
+       RunText(types +
+                   "    - {name: cpu, vendor: cuda, peak_flops: 1 TFLOPS, memory: 1 GiB, "
+                   "memory_bandwidth: 1 TB/s}\n" +
+                   nodes,
+               "tiny", kTrain),
        {"bad.yaml: cluster.device_types[1].name: duplicate device type name 'cpu'"}},
-      {"model field missing", RunText(types + nodes, "{num_blocks: 2, num_heads: 2, ffn_hidden: 8, "
-                                      "vocab_size: 256, max_seq_len: 32}", kTrain),
+      {"model field missing",
+       RunText(types + nodes,
+               "{num_blocks: 2, num_heads: 2, ffn_hidden: 8, "
+               "vocab_size: 256, max_seq_len: 32}",
+               kTrain),
        {"bad.yaml: model.hidden: missing required field"}},
       {"list where a number belongs",
-       RunText(types + "  nodes:\n    - {name: n, device_type: cpu, device_count: [1]}\n", "tiny", kTrain),
+       RunText(types + "  nodes:\n    - {name: n, device_type: cpu, device_count: [1]}\n", "tiny",
+               kTrain),
        {"bad.yaml: cluster.nodes[0].device_count: expected an integer, got a list"}},
       {"top level not a mapping", "- cluster\n- model\n", {"bad.yaml: expected a mapping"}},
-      {"cluster file missing", "cluster: nope.yaml\nmodel: tiny\n" + std::string(kTrain),
+      {"cluster file missing",
+       "cluster: nope.yaml\nmodel: tiny\n" + std::string(kTrain),
        {"bad.yaml: cluster: ", "nope.yaml: cannot open"}},
-      {"empty cluster path", "cluster: \"\"\nmodel: tiny\n" + std::string(kTrain),
+      {"empty cluster path",
+       "cluster: \"\"\nmodel: tiny\n" + std::string(kTrain),
        {"bad.yaml: cluster: expected a cluster file path or mapping"}},
       {"island names unknown node",
        RunText(types + nodes + "  islands: [{name: i, nodes: [zz]}]\n", "tiny", kTrain),
        {"bad.yaml: cluster.islands[0].nodes[0]: unknown node 'zz'"}},
       {"intra link missing",
-       RunText(types + "  nodes:\n    - {name: n, device_type: cpu, device_count: 2}\n", "tiny", kTrain),
+       RunText(types + "  nodes:\n    - {name: n, device_type: cpu, device_count: 2}\n", "tiny",
+               kTrain),
        {"bad.yaml: cluster.nodes[0].intra_link: required: the node has 2 devices"}},
       {"unknown vendor",
-       RunText("  device_types:\n    - {name: cpu, vendor: tpu9, peak_flops: 1 GFLOPS, memory: 1 GiB, "
-               "memory_bandwidth: 1 GB/s}\n" + nodes, "tiny", kTrain),
+       RunText(
+           "  device_types:\n    - {name: cpu, vendor: tpu9, peak_flops: 1 GFLOPS, memory: 1 GiB, "
+           "memory_bandwidth: 1 GB/s}\n" +
+               nodes,
+           "tiny", kTrain),
        {"bad.yaml: cluster.device_types[0].vendor: unknown vendor stack 'tpu9'"}},
       {"unknown data format",
-       RunText(types + nodes, "tiny", "train: {global_batch: 4, seq_len: 32, steps: 2, data: {format: csv}}\n"),
+       RunText(types + nodes, "tiny",
+               "train: {global_batch: 4, seq_len: 32, steps: 2, data: {format: csv}}\n"),
        {"bad.yaml: train.data.format: unknown format 'csv'"}},
-      {"key given twice", RunText(types + nodes, "tiny", "train:\n  global_batch: 4\n  seq_len: 32\n"
-                                                         "  steps: 2\n  steps: 3\n"),
+      {"key given twice",
+       RunText(types + nodes, "tiny",
+               "train:\n  global_batch: 4\n  seq_len: 32\n"
+               "  steps: 2\n  steps: 3\n"),
        {"bad.yaml: train.steps:"}},
-      {"null value", RunText(types + nodes, "tiny", "train: {global_batch: 4, seq_len: 32, steps: }\n"),
+      {"null value",
+       RunText(types + nodes, "tiny", "train: {global_batch: 4, seq_len: 32, steps: }\n"),
        {"bad.yaml: train.steps: expected an integer, got nothing"}},
+      {"cards half assigned",
+       RunText(types +
+                   "  link_classes:\n    - {name: ib, latency: 1 us, bandwidth: 10 GB/s}\n"
+                   "  nodes:\n    - {name: n, device_type: cpu, device_count: 2, intra_link: ib, "
+                   "nics: [{link: ib, devices: [0]}, ib]}\n",
+               "tiny", kTrain),
+       {"bad.yaml: cluster.nodes[0].nics[1]: either every card names the devices it serves"}},
+      {"a device without a card",
+       RunText(types +
+                   "  link_classes:\n    - {name: ib, latency: 1 us, bandwidth: 10 GB/s}\n"
+                   "  nodes:\n    - {name: n, device_type: cpu, device_count: 2, intra_link: ib, "
+                   "nics: [{link: ib, devices: [0]}]}\n",
+               "tiny", kTrain),
+       {"bad.yaml: cluster.nodes[0].nics: device 1 of the node uses no card"}},
+      {"a device on two cards",
+       RunText(types +
+                   "  link_classes:\n    - {name: ib, latency: 1 us, bandwidth: 10 GB/s}\n"
+                   "  nodes:\n    - {name: n, device_type: cpu, device_count: 2, intra_link: ib, "
+                   "nics: [{link: ib, devices: [0, 1]}, {link: ib, devices: [1]}]}\n",
+               "tiny", kTrain),
+       {"bad.yaml: cluster.nodes[0].nics[1].devices[0]: device 1 already uses card 0"}},
+      {"a card serving a device the node lacks",
+       RunText(types +
+                   "  link_classes:\n    - {name: ib, latency: 1 us, bandwidth: 10 GB/s}\n"
+                   "  nodes:\n    - {name: n, device_type: cpu, device_count: 2, intra_link: ib, "
+                   "nics: [{link: ib, devices: [0, 2]}]}\n",
+               "tiny", kTrain),
+       {"bad.yaml: cluster.nodes[0].nics[0].devices[1]: device 2 is not on the node (local indices "
+        "0..1)"}},
+      {"island capacity zero",
+       RunText(types + "  link_classes:\n    - {name: ib, latency: 1 us, bandwidth: 10 GB/s}\n"
+                       "  nodes:\n    - {name: a, device_type: cpu, device_count: 1}\n"
+                       "    - {name: b, device_type: cpu, device_count: 1}\n"
+                       "  islands:\n    - {name: i, nodes: [a, b], link: ib, capacity: 0}\n",
+               "tiny", kTrain),
+       {"bad.yaml: cluster.islands[0].capacity: must be positive, got 0"}},
+      {"inter-island capacity out of range",
+       RunText(types + "  link_classes:\n    - {name: ib, latency: 1 us, bandwidth: 10 GB/s}\n"
+                       "  nodes:\n    - {name: a, device_type: cpu, device_count: 1}\n"
+                       "    - {name: b, device_type: cpu, device_count: 1}\n"
+                       "  inter_island_link: ib\n  inter_island_capacity: 1e30 B/s\n",
+               "tiny", kTrain),
+       {"bad.yaml: cluster.inter_island_capacity: must be in [1 kB/s, 1 PB/s]"}},
       {"several islands without a link between",
        RunText(types + "  nodes:\n    - {name: a, device_type: cpu, device_count: 1}\n"
-                       "    - {name: b, device_type: cpu, device_count: 1}\n", "tiny", kTrain),
+                       "    - {name: b, device_type: cpu, device_count: 1}\n",
+               "tiny", kTrain),
        {"bad.yaml: cluster.inter_island_link: required"}},
   };
 }
