@@ -101,12 +101,8 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
   sim::SimOptions so;
   so.record_trace = !trace_path.empty();
   so.rates = (*o)->rates;
+  so.links = (*o)->link_rates;
   so.record_trace = so.record_trace || !args.report_path.empty();
-  if (!(*o)->link_rates.empty()) {
-    fmt::print(
-        "note: the simulator has no per-link rates; the link stragglers apply to the "
-        "prediction printed beside it only\n");
-  }
   auto r = simulator.Run(*plan, so);
   if (!r.ok()) return Fail("simulate", r.status());
   const perf::Prediction pred = (*o)->predictor->Predict(*plan, (*o)->rates, (*o)->link_rates);
@@ -221,7 +217,6 @@ int RunPlan(const PlanArgs& args) {
     sim::SimOptions so;
     so.record_trace = true;
     so.rates = off.rates;
-    so.dedupe_identical_pipelines = off.run.cluster.num_devices() > 512;
     auto r = simulator.Run(written.plan, so);
     if (!r.ok()) return Fail("plan", r.status());
     if (!args.report_path.empty()) {

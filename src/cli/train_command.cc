@@ -318,7 +318,6 @@ Status WriteTrainReport(const std::string& path, const std::string& source,
     const sim::Simulator simulator(*offline->predictor);
     sim::SimOptions so;
     so.record_trace = true;
-    so.dedupe_identical_pipelines = run.cluster.num_devices() > 512;
     for (size_t i = 0; i < plans.size(); ++i) {
       MOTLEY_ASSIGN_OR_RETURN(sim::SimResult r, simulator.Run(plans[i], so));
       report::PlanView v;

@@ -49,67 +49,30 @@ Seconds HierarchicalAllReduceTime(Bytes bytes, int k, int groups, const spec::Li
                   TreeAllReduceTime(bytes / k, groups, inter));
 }
 
-namespace {
-
-// The link of hop a -> b, its bandwidth capped by the NICs it leaves and enters when `nic` is set:
-// at most NodeNicBandwidth(n) / (sharers(n) * flows through n of this collective), per direction.
-spec::LinkClass CappedHop(const spec::ClusterSpec& cluster, int a, int b, const NicSharing* nic,
-                          const std::vector<int>& flows_out, const std::vector<int>& flows_in) {
-  spec::LinkClass link = cluster.LinkBetween(a, b);
-  const int na = cluster.device(a).node;
-  const int nb = cluster.device(b).node;
-  if (nic == nullptr || na == nb) return link;
-  BytesPerSecond bw = link.EffectiveBandwidth();
-  bw = std::min(bw, NodeNicBandwidth(cluster, na) /
-                        (nic->SharersAt(na) * flows_out[static_cast<size_t>(na)]));
-  bw = std::min(bw, NodeNicBandwidth(cluster, nb) /
-                        (nic->SharersAt(nb) * flows_in[static_cast<size_t>(nb)]));
-  link.bandwidth = bw;
-  link.efficiency = 1.0;
-  return link;
+const char* AllReduceAlgorithmName(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kRing: return "ring";
+    case AllReduceAlgorithm::kHierarchyRing: return "hierarchy (ring across groups)";
+    case AllReduceAlgorithm::kHierarchyTree: return "hierarchy (tree across groups)";
+  }
+  return "?";
 }
 
-// The slowest hop among consecutive devices of `ring` (closing hop included), each hop's NICs
-// shared by the ring's own flows through them and by `nic`'s sharers.
-Seconds RingOver(const spec::ClusterSpec& cluster, const std::vector<int>& ring, Bytes bytes,
-                 const NicSharing* nic) {
-  if (ring.size() < 2) return 0;
-  std::vector<int> flows_out;  // by node, with `nic` only
-  std::vector<int> flows_in;
-  if (nic != nullptr) {
-    flows_out.assign(cluster.nodes.size(), 0);
-    flows_in.assign(cluster.nodes.size(), 0);
-    for (size_t i = 0; i < ring.size(); ++i) {
-      const int na = cluster.device(ring[i]).node;
-      const int nb = cluster.device(ring[(i + 1) % ring.size()]).node;
-      if (na != nb) {
-        ++flows_out[static_cast<size_t>(na)];
-        ++flows_in[static_cast<size_t>(nb)];
-      }
-    }
-  }
-  std::vector<spec::LinkClass> links;
-  links.reserve(ring.size());
+FlowPhase RingPhase(const std::vector<int>& ring, int steps, Bytes step_bytes) {
+  FlowPhase phase;
+  if (ring.size() < 2 || steps <= 0) return phase;
+  phase.flows.reserve(ring.size());
   for (size_t i = 0; i < ring.size(); ++i) {
-    links.push_back(CappedHop(cluster, ring[i], ring[(i + 1) % ring.size()], nic, flows_out,
-                              flows_in));
+    phase.flows.push_back(PhaseFlow{ring[i], ring[(i + 1) % ring.size()],
+                                    static_cast<double>(steps), steps * step_bytes});
   }
-  std::vector<const spec::LinkClass*> hops;
-  hops.reserve(links.size());
-  for (const spec::LinkClass& link : links) hops.push_back(&link);
-  return HeterogeneousRingAllReduceTime(bytes, hops);
+  return phase;
 }
 
-}  // namespace
-
-double NicSharing::SharersAt(int node) const {
-  if (node < 0 || static_cast<size_t>(node) >= sharers.size()) return 1.0;
-  return std::max(1, sharers[static_cast<size_t>(node)]);
-}
-
-Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<int>& devices,
-                           Bytes bytes, const NicSharing* nic) {
-  if (devices.size() < 2) return 0;
+std::vector<CollectiveFlows> AllReduceCandidates(const spec::ClusterSpec& cluster,
+                                                 const std::vector<int>& devices, Bytes bytes) {
+  std::vector<CollectiveFlows> out;
+  if (devices.size() < 2) return out;
   std::vector<int> ring = devices;
   std::sort(ring.begin(), ring.end(), [&](int a, int b) {
     const spec::DeviceInfo& da = cluster.device(a);
@@ -117,7 +80,11 @@ Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<i
     if (da.island != db.island) return da.island < db.island;
     return a < b;  // ids are in node order
   });
-  Seconds best = RingOver(cluster, ring, bytes, nic);
+  const int n = static_cast<int>(ring.size());
+  CollectiveFlows flat;
+  flat.algorithm = AllReduceAlgorithm::kRing;
+  flat.phases.push_back(RingPhase(ring, 2 * (n - 1), bytes / n));
+  out.push_back(std::move(flat));
   // Two-level hierarchy: by island when there are several, else by node.
   std::map<int, std::vector<int>> by_island;
   std::map<int, std::vector<int>> by_node;
@@ -125,63 +92,111 @@ Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<i
     by_island[cluster.device(d).island].push_back(d);
     by_node[cluster.device(d).node].push_back(d);
   }
-  const auto& groups = by_island.size() > 1 ? by_island : by_node;
-  if (groups.size() > 1) {
-    size_t k = std::numeric_limits<size_t>::max();
-    Seconds inner = 0;
-    std::vector<int> leaders;
-    for (const auto& [key, members] : groups) {
-      k = std::min(k, members.size());
-      // Reduce-scatter then all-gather inside the group: the same steps as its ring all-reduce.
-      inner = std::max(inner, RingOver(cluster, members, bytes, nic));
-      leaders.push_back(members.front());
-    }
-    // The slowest link between group leaders carries the cross-group all-reduce of S/k.
-    spec::LinkClass outer_link = cluster.LinkBetween(leaders[0], leaders[1]);
-    for (size_t i = 1; i < leaders.size(); ++i) {
-      const spec::LinkClass& link = cluster.LinkBetween(leaders[i], leaders[(i + 1) % leaders.size()]);
-      if (link.EffectiveBandwidth() < outer_link.EffectiveBandwidth()) outer_link = link;
-    }
-    if (nic != nullptr) {
-      // The k outer all-reduces run at once, one per member index j < k of every group: member j
-      // of each group sends through its node's NICs, shared with the sharers'.
-      std::map<int, int> flows;
-      for (const auto& [key, members] : groups) {
-        for (size_t j = 0; j < k; ++j) ++flows[cluster.device(members[j]).node];
-      }
-      BytesPerSecond bw = outer_link.EffectiveBandwidth();
-      for (const auto& [node, f] : flows) {
-        bw = std::min(bw, NodeNicBandwidth(cluster, node) / (nic->SharersAt(node) * f));
-      }
-      outer_link.bandwidth = bw;
-      outer_link.efficiency = 1.0;
-    }
-    const int n_groups = static_cast<int>(groups.size());
-    const Bytes shard = bytes / static_cast<double>(k);
-    const Seconds outer = std::min(RingAllReduceTime(shard, n_groups, outer_link),
-                                   TreeAllReduceTime(shard, n_groups, outer_link));
-    best = std::min(best, inner + outer);
+  const auto& grouped = by_island.size() > 1 ? by_island : by_node;
+  if (grouped.size() < 2) return out;
+  std::vector<std::vector<int>> groups;
+  size_t k = std::numeric_limits<size_t>::max();
+  for (const auto& [key, members] : grouped) {
+    groups.push_back(members);
+    k = std::min(k, members.size());
   }
-  return best;
+  const int g = static_cast<int>(groups.size());
+  FlowPhase inner;  // a reduce-scatter (or all-gather) ring inside every group at once
+  for (const std::vector<int>& members : groups) {
+    const int m = static_cast<int>(members.size());
+    FlowPhase ring_phase = RingPhase(members, m - 1, bytes / m);
+    inner.flows.insert(inner.flows.end(), ring_phase.flows.begin(), ring_phase.flows.end());
+  }
+  const Bytes shard = bytes / static_cast<double>(k);
+  for (AllReduceAlgorithm algorithm :
+       {AllReduceAlgorithm::kHierarchyRing, AllReduceAlgorithm::kHierarchyTree}) {
+    CollectiveFlows h;
+    h.algorithm = algorithm;
+    if (!inner.flows.empty()) h.phases.push_back(inner);
+    if (algorithm == AllReduceAlgorithm::kHierarchyRing) {
+      FlowPhase outer;
+      for (size_t j = 0; j < k; ++j) {
+        std::vector<int> leaders;
+        for (const std::vector<int>& members : groups) leaders.push_back(members[j]);
+        FlowPhase ring_phase = RingPhase(leaders, 2 * (g - 1), shard / g);
+        outer.flows.insert(outer.flows.end(), ring_phase.flows.begin(), ring_phase.flows.end());
+      }
+      h.phases.push_back(std::move(outer));
+    } else {
+      // Binary tree over the groups in group order (heap numbering: the parent of i is (i-1)/2).
+      const double depth = std::ceil(std::log2(static_cast<double>(g)));
+      FlowPhase reduce;
+      FlowPhase broadcast;
+      for (size_t j = 0; j < k; ++j) {
+        for (int i = 1; i < g; ++i) {
+          const int child = groups[static_cast<size_t>(i)][j];
+          const int parent = groups[static_cast<size_t>((i - 1) / 2)][j];
+          reduce.flows.push_back(PhaseFlow{child, parent, depth, shard});
+          broadcast.flows.push_back(PhaseFlow{parent, child, depth, shard});
+        }
+      }
+      h.phases.push_back(std::move(reduce));
+      h.phases.push_back(std::move(broadcast));
+    }
+    if (!inner.flows.empty()) h.phases.push_back(inner);
+    out.push_back(std::move(h));
+  }
+  return out;
 }
 
-BytesPerSecond NodeNicBandwidth(const spec::ClusterSpec& cluster, int node_index) {
-  const spec::NodeSpec& node = cluster.nodes[static_cast<size_t>(node_index)];
-  BytesPerSecond nic = 0;
-  for (const std::string& name : node.nics) {
-    const spec::LinkClass* link = cluster.FindLinkClass(name);
-    if (link != nullptr) nic += link->EffectiveBandwidth();
-  }
-  if (nic > 0) return nic;
-  for (const spec::IslandSpec& island : cluster.islands) {
-    if (std::find(island.nodes.begin(), island.nodes.end(), node.name) != island.nodes.end()) {
-      const spec::LinkClass* link = cluster.FindLinkClass(island.link);
-      if (link != nullptr) nic = link->EffectiveBandwidth();
+std::vector<Seconds> ConcurrentCollectiveTimes(
+    const Network& network, const std::vector<const CollectiveFlows*>& collectives,
+    const FlowPathFn& path, const BackgroundFlows* background) {
+  std::vector<Seconds> times(collectives.size(), 0.0);
+  size_t phases = 0;
+  for (const CollectiveFlows* c : collectives) phases = std::max(phases, c->phases.size());
+  std::vector<FlowPath> paths;
+  std::vector<size_t> owner;
+  std::vector<const PhaseFlow*> flows;
+  for (size_t p = 0; p < phases; ++p) {
+    paths.clear();
+    owner.clear();
+    flows.clear();
+    for (size_t c = 0; c < collectives.size(); ++c) {
+      if (p >= collectives[c]->phases.size()) continue;
+      for (const PhaseFlow& f : collectives[c]->phases[p].flows) {
+        paths.push_back(path ? path(f.from, f.to) : network.Path(f.from, f.to));
+        owner.push_back(c);
+        flows.push_back(&f);
+      }
     }
+    if (paths.empty()) continue;
+    const size_t own = paths.size();
+    std::vector<double> weights;
+    if (background != nullptr && p < background->paths.size() && !background->paths[p].empty()) {
+      weights.assign(own, 1.0);
+      paths.insert(paths.end(), background->paths[p].begin(), background->paths[p].end());
+      weights.insert(weights.end(), background->weights[p].begin(), background->weights[p].end());
+    }
+    std::vector<BytesPerSecond> caps(paths.size());
+    for (size_t i = 0; i < paths.size(); ++i) caps[i] = paths[i].cap;
+    const std::vector<BytesPerSecond> rates = FairShare(paths, caps, network.capacities(), weights);
+    std::vector<Seconds> phase_s(collectives.size(), 0.0);
+    for (size_t i = 0; i < own; ++i) {
+      const Seconds t = flows[i]->latencies * paths[i].latency_s + flows[i]->bytes / rates[i];
+      phase_s[owner[i]] = std::max(phase_s[owner[i]], t);
+    }
+    for (size_t c = 0; c < collectives.size(); ++c) times[c] += phase_s[c];
   }
-  const spec::LinkClass* inter = cluster.FindLinkClass(cluster.inter_island_link);
-  if (inter != nullptr) nic = std::max(nic, inter->EffectiveBandwidth());
-  return nic > 0 ? nic : 1e30;
+  return times;
+}
+
+Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<int>& devices,
+                           Bytes bytes) {
+  const Network unshared(cluster, /*shared=*/false);
+  Seconds best = 0;
+  bool first = true;
+  for (const CollectiveFlows& c : AllReduceCandidates(cluster, devices, bytes)) {
+    const Seconds t = ConcurrentCollectiveTimes(unshared, {&c}).front();
+    if (first || t < best) best = t;
+    first = false;
+  }
+  return best;
 }
 
 }  // namespace motley::perf

@@ -1,12 +1,16 @@
 // Communication model (alpha-beta; performance-model.md): time of point-to-point transfers and of
 // collectives over link classes. Ring, tree and hierarchical all-reduce; a heterogeneous ring is
-// bounded by its slowest hop. GroupAllReduceTime picks the cheapest algorithm for a concrete set of
-// devices, the way NCCL's tuner picks one. Pure functions; thread-safe.
+// bounded by its slowest hop. Collectives over concrete devices are phases of flows over the
+// shared network (perf/network.h), which the predictor solves in closed form and the simulator
+// replays; GroupAllReduceTime picks the cheapest algorithm for a set of devices, the way NCCL's
+// tuner picks one. Pure functions; thread-safe.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/units.h"
+#include "perf/network.h"
 #include "spec/cluster_spec.h"
 
 namespace motley::perf {
@@ -27,28 +31,75 @@ Seconds HeterogeneousRingAllReduceTime(Bytes bytes, const std::vector<const spec
 Seconds HierarchicalAllReduceTime(Bytes bytes, int k, int groups, const spec::LinkClass& intra,
                                   const spec::LinkClass& inter);
 
-// How a collective shares nodes' network cards (PerfSettings::nic_contention): sharers[n] is the
-// number of collectives that cross node n's NICs at the same time as this one, itself included
-// (the TP colours of one layer's data-parallel groups start together). A node without an entry,
-// or with 0, counts 1. The collective's own flows through a node share them too: a ring's hops
-// leaving (entering) the node, a hierarchy's concurrent cross-group all-reduces.
-struct NicSharing {
-  std::vector<int> sharers;  // by node index of the cluster
-  double SharersAt(int node) const;
+// --- Collectives as flows over the shared network (perf/network.h) ---------------------------
+// A collective moves its bytes in phases; in a phase its flows run at once, each paying its link's
+// latency `latencies` times (the phase's ring steps or tree levels) and moving `bytes`; a phase
+// lasts as long as its slowest flow. The predictor's fast solve (ConcurrentCollectiveTimes) and
+// the simulator's replay (sim/) read the same phases, so both time the same algorithm.
+
+struct PhaseFlow {
+  int from = 0;  // device ids
+  int to = 0;
+  double latencies = 0;  // link latencies paid in the phase
+  Bytes bytes = 0;       // bytes moved in the phase
+};
+struct FlowPhase {
+  std::vector<PhaseFlow> flows;
 };
 
-// All-reduce of `bytes` over concrete devices of `cluster`: the best of a heterogeneous ring (in
-// island, node, id order, so that slow links are crossed as few times as possible) and a two-level
-// hierarchy over islands (or over nodes in one island). 0 for fewer than two devices. With `nic`,
-// every flow leaving or entering node n gets at most NodeNicBandwidth(n) / (sharers at n * the
-// collective's own flows through n); without, links are unshared.
-Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<int>& devices,
-                           Bytes bytes, const NicSharing* nic = nullptr);
+enum class AllReduceAlgorithm { kRing, kHierarchyRing, kHierarchyTree };
+// "ring", "hierarchy (ring across groups)", "hierarchy (tree across groups)".
+const char* AllReduceAlgorithmName(AllReduceAlgorithm algorithm);
 
-// Bandwidth of a node's network cards, per direction: the sum of its NICs' effective bandwidths;
-// without NICs listed, the faster of its island link and the inter-island link; 1e30 (unshared)
-// when neither exists. Shared by the predictor's contention estimate and the simulator's network
-// model.
-BytesPerSecond NodeNicBandwidth(const spec::ClusterSpec& cluster, int node);
+struct CollectiveFlows {
+  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kRing;
+  std::vector<FlowPhase> phases;
+};
+
+// A ring over `ring` (member order; the closing hop included) running `steps` steps of
+// `step_bytes` per hop, as one phase: every hop a flow of steps latencies and steps * step_bytes.
+// Empty below two members.
+FlowPhase RingPhase(const std::vector<int>& ring, int steps, Bytes step_bytes);
+
+// The algorithms an all-reduce of `bytes` over concrete devices may take (GroupAllReduceTime picks
+// the fastest, the way NCCL's tuner picks one):
+//  - kRing: one ring in (island, id) order, so that slow links are crossed as few times as
+//    possible: 2(n-1) steps of S/n;
+//  - a two-level hierarchy over islands (over nodes when the devices sit in one island), when
+//    there are two groups or more: a reduce-scatter ring inside every group (m-1 steps of S/m),
+//    then k = the smallest group's size concurrent all-reduces of S/k across groups, one per
+//    member index j < k over member j of every group (kHierarchyRing: rings of 2(g-1) steps of
+//    S/(kg); kHierarchyTree: a binary tree over the g groups in group order, reduce to the root
+//    then broadcast, each a phase of ceil(log2 g) latencies and S/k per edge), then the all-gather
+//    ring inside every group.
+// Empty for fewer than two devices.
+std::vector<CollectiveFlows> AllReduceCandidates(const spec::ClusterSpec& cluster,
+                                                 const std::vector<int>& devices, Bytes bytes);
+
+// The path a flow from a to b takes (Network::Path, or with a slowed link class).
+using FlowPathFn = std::function<FlowPath(int from_device, int to_device)>;
+
+// Transfers of other work that overlap a set of collectives part of the time, by phase of the
+// set: each flow weighted by the fraction of the set's time it runs (weighted FairShare).
+struct BackgroundFlows {
+  std::vector<std::vector<FlowPath>> paths;  // [phase]
+  std::vector<std::vector<double>> weights;  // [phase], in (0, 1]
+  bool empty() const { return paths.empty(); }
+};
+
+// Time of each of `collectives`, all starting together: phase p of every collective runs at once
+// with phase p of the others (their flows share the network, FairShare), and a collective's phase
+// lasts as long as its slowest flow, latencies x latency + bytes / rate. Phases follow each
+// other; a collective with fewer phases is done earlier (the rest no longer share with it).
+// `path` null: Network::Path. `background` (optional): other transfers sharing the network with
+// phase p, weighted.
+std::vector<Seconds> ConcurrentCollectiveTimes(
+    const Network& network, const std::vector<const CollectiveFlows*>& collectives,
+    const FlowPathFn& path = nullptr, const BackgroundFlows* background = nullptr);
+
+// All-reduce of `bytes` over concrete devices on unshared links: the fastest of
+// AllReduceCandidates. 0 for fewer than two devices.
+Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<int>& devices,
+                           Bytes bytes);
 
 }  // namespace motley::perf

@@ -78,38 +78,65 @@ islands:
   return *c;
 }
 
-// Two all-reduces (say the TP colours of one layer) cross the same single-card NICs at once:
-// each gets half the card. Hand-computed for S = 1 GB over devices {0, 2} (one per node): the
-// 2-member ring takes 2 steps of S/2, alone 2 (10 us + 0.05 s), shared 2 (10 us + 0.1 s); the
-// hierarchy (one member per node) is the same ring. With two cards per node, sharing two ways
-// costs nothing.
+// The fastest candidate algorithm of one all-reduce over `devices`, alone on the network.
+Seconds BestAlone(const spec::ClusterSpec& cluster, const std::vector<int>& devices, Bytes bytes,
+                  bool shared) {
+  const Network network(cluster, shared);
+  Seconds best = 1e300;
+  for (const CollectiveFlows& c : AllReduceCandidates(cluster, devices, bytes)) {
+    best = std::min(best, ConcurrentCollectiveTimes(network, {&c}).front());
+  }
+  return best;
+}
+
+// Two all-reduces (the TP colours of one layer: devices {0, 2} and {1, 3}, one member per node)
+// cross the same single-card NICs at once: each gets half the card. Hand-computed for S = 1 GB:
+// a 2-member ring moves S over each hop in 2 steps of S/2, alone 2 x 10 us + 1 GB / 10 GB/s, shared
+// 2 x 10 us + 1 GB / 5 GB/s. With two pooled cards per node, sharing two ways costs nothing.
 TEST(CommModelTest, ConcurrentAllReducesShareANodesNic) {
   const Bytes s = 1e9;
   const spec::ClusterSpec one = TwoNodes(1);
-  const NicSharing alone{};
-  const NicSharing two_ways{{2, 2}};
-  EXPECT_NEAR(GroupAllReduceTime(one, {0, 2}, s, &alone), 2 * (1e-5 + 0.05), 1e-12);
-  EXPECT_NEAR(GroupAllReduceTime(one, {0, 2}, s, &two_ways), 2 * (1e-5 + 0.1), 1e-12);
-  EXPECT_NEAR(GroupAllReduceTime(one, {0, 2}, s, nullptr), 2 * (1e-5 + 0.05), 1e-12);
+  const Network shared(one, true);
+  const CollectiveFlows a{AllReduceAlgorithm::kRing, {RingPhase({0, 2}, 2, s / 2)}};
+  const CollectiveFlows b{AllReduceAlgorithm::kRing, {RingPhase({1, 3}, 2, s / 2)}};
+  EXPECT_NEAR(ConcurrentCollectiveTimes(shared, {&a}).front(), 2e-5 + 0.1, 1e-12);
+  const std::vector<Seconds> both = ConcurrentCollectiveTimes(shared, {&a, &b});
+  EXPECT_NEAR(both[0], 2e-5 + 0.2, 1e-12);
+  EXPECT_NEAR(both[1], 2e-5 + 0.2, 1e-12);
+  // Unshared links (nic_contention off): each at its link's bandwidth.
+  const Network unshared(one, false);
+  EXPECT_NEAR(ConcurrentCollectiveTimes(unshared, {&a, &b})[1], 2e-5 + 0.1, 1e-12);
   const spec::ClusterSpec two = TwoNodes(2);
-  EXPECT_NEAR(GroupAllReduceTime(two, {0, 2}, s, &two_ways), 2 * (1e-5 + 0.05), 1e-12);
+  const Network pooled(two, true);
+  EXPECT_NEAR(ConcurrentCollectiveTimes(pooled, {&a, &b})[0], 2e-5 + 0.1, 1e-12);
+  EXPECT_NEAR(GroupAllReduceTime(one, {0, 2}, s), 2e-5 + 0.1, 1e-12);
 }
 
 // A collective's own concurrent flows share the card too. Over all four devices the hierarchy
-// reduce-scatters inside each node (2 steps of S/2 at 100 GB/s: 0.01 s), then runs two
-// cross-node all-reduces of S/2 at once, one per local rank: with one card each gets 5 GB/s
-// (2-member ring: 2 x 10 us + 0.1 s), with two cards 10 GB/s (2 x 10 us + 0.05 s). The flat ring
-// 0-1-2-3 crosses each node's card once per direction: 6 steps of S/4 over a 10 GB/s hop
-// (6 (10 us + 0.025 s) = 0.15006 s), slower than either hierarchy.
+// reduce-scatters inside each node (1 step of S/2 at 100 GB/s: 0.005 s), runs two cross-node
+// all-reduces of S/2 at once, one per local rank (each a 2-member ring moving S/2 over each hop:
+// with one card 5 GB/s per flow, 2 x 10 us + 0.1 s; with two cards 10 GB/s, 2 x 10 us + 0.05 s),
+// then all-gathers inside each node (0.005 s). The flat ring 0-1-2-3 crosses each node's card
+// once per direction: 6 steps of S/4 over a 10 GB/s hop (6 (10 us + 0.025 s) = 0.15006 s), and
+// the tree across the two nodes reduces then broadcasts S/2 per flow (2 (10 us + 0.1 s) with one
+// card): both slower than the ring hierarchy.
 TEST(CommModelTest, AHierarchysConcurrentCrossNodeFlowsShareTheCard) {
   const Bytes s = 1e9;
-  const NicSharing alone{};
-  EXPECT_NEAR(GroupAllReduceTime(TwoNodes(1), {0, 1, 2, 3}, s, &alone), 0.01 + 2e-5 + 0.1, 1e-12);
-  EXPECT_NEAR(GroupAllReduceTime(TwoNodes(2), {0, 1, 2, 3}, s, &alone), 0.01 + 2e-5 + 0.05,
-              1e-12);
+  const spec::ClusterSpec one = TwoNodes(1);
+  const spec::ClusterSpec two = TwoNodes(2);
+  EXPECT_NEAR(BestAlone(one, {0, 1, 2, 3}, s, true), 0.01 + 2e-5 + 0.1, 1e-12);
+  EXPECT_NEAR(BestAlone(two, {0, 1, 2, 3}, s, true), 0.01 + 2e-5 + 0.05, 1e-12);
   // Unshared links (nic_contention off): as with two cards.
-  EXPECT_NEAR(GroupAllReduceTime(TwoNodes(1), {0, 1, 2, 3}, s, nullptr), 0.01 + 2e-5 + 0.05,
-              1e-12);
+  EXPECT_NEAR(BestAlone(one, {0, 1, 2, 3}, s, false), 0.01 + 2e-5 + 0.05, 1e-12);
+  EXPECT_NEAR(GroupAllReduceTime(one, {0, 1, 2, 3}, s), 0.01 + 2e-5 + 0.05, 1e-12);
+  const std::vector<CollectiveFlows> c = AllReduceCandidates(one, {0, 1, 2, 3}, s);
+  ASSERT_EQ(c.size(), 3U);
+  EXPECT_EQ(c[0].algorithm, AllReduceAlgorithm::kRing);
+  EXPECT_EQ(c[1].algorithm, AllReduceAlgorithm::kHierarchyRing);
+  EXPECT_EQ(c[2].algorithm, AllReduceAlgorithm::kHierarchyTree);
+  const Network shared(one, true);
+  EXPECT_NEAR(ConcurrentCollectiveTimes(shared, {&c[0]}).front(), 6 * (1e-5 + 0.025), 1e-12);
+  EXPECT_NEAR(ConcurrentCollectiveTimes(shared, {&c[2]}).front(), 0.01 + 2 * (1e-5 + 0.1), 1e-12);
 }
 
 }  // namespace

@@ -8,13 +8,21 @@
 //   all-gathers), each rank running its local ops (grad-norm, optimizer) as it reaches them ->
 //   between steps, the metrics all-gather and the plan agreement (a chain broadcast from rank 0).
 // Collectives are rings in rank order (perf/step_model.h) with ring_collectives, else (all-reduces)
-// the best of ring and hierarchy entered by the group's latest member; reduce-scatters and
-// all-gathers are rings. Host staging as parallel/grad_sync.cc and zero1.cc copy: a layer
-// all-reduce packs before and unpacks after; a ZeRO-1 reduce-scatter packs the gradients; a
-// chunk's update copies the chunk three times; its all-gather packs and unpacks the values. The step time is the makespan: the latest rank's end minus the earliest
-// rank's start. Two passes: the first, with all ranks starting together, gives each rank's end
-// and so the skew the metrics all-gather leaves; the second is the steady-state step.
+// the best algorithm (Predictor::TimeAllReduceSet) entered by the group's latest member;
+// reduce-scatters and all-gathers are rings. Host staging as parallel/grad_sync.cc and zero1.cc
+// copy: a layer all-reduce packs before and unpacks after; a ZeRO-1 reduce-scatter packs the
+// gradients; a chunk's update copies the chunk three times; its all-gather packs and unpacks the
+// values. The step time is the makespan: the latest rank's end minus the earliest rank's start.
+// Two passes: the first, with all ranks starting together, gives each rank's end and so the skew
+// the metrics all-gather leaves; the second is the steady-state step.
+// The network is shared (perf/network.h) in closed form: pipeline messages by
+// SolveBoundaryTimes; a set of collectives entered together (sched::ConcurrentCollectiveSets) by
+// one max-min solve of its flows; and, because different streams of sets (the layers one group of
+// stages syncs, one after another) overlap in time, each set once more with the streams that
+// overlap its own in a first walk as background flows, weighted by the overlap.
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -41,43 +49,20 @@ struct Rank {
 
 // How the predictor times one collective of the step program.
 struct TimedCollective {
-  std::vector<Hop> hops;          // ring hops in member order (empty below 2 members)
+  const std::vector<Hop>* hops = nullptr;  // ring hops in member order (empty below 2 members)
   std::vector<double> staging_s;  // layer collectives, per member: pack + unpack
-  // By node: the collectives of the same layer and kind crossing that node's NICs at once, this
-  // one included (comm_model.h NicSharing), interned: index into the step's sharer lists.
-  int nic_sharers = 0;
+  Seconds best_s = 0;             // best-algorithm all-reduces: the time under sharing
 };
 
 }  // namespace
 
-Predictor::BoundaryLinks Predictor::PipelineLinks(const spec::PipelinePlan& pipe,
-                                                  const NicSharers& sharers,
-                                                  const LinkRates& link_rates) const {
-  BoundaryLinks links;
-  for (size_t i = 0; i + 1 < pipe.stages.size(); ++i) {
-    const auto na = static_cast<size_t>(cluster_.device(pipe.stages[i].devices.front()).node);
-    const auto nb = static_cast<size_t>(cluster_.device(pipe.stages[i + 1].devices.front()).node);
-    links.fwd_s.push_back(P2PTimeBetween(pipe.stages[i], pipe.stages[i + 1], pipe.micro_batch_size,
-                                         sharers.egress[na], sharers.ingress[nb], link_rates));
-    links.bwd_s.push_back(P2PTimeBetween(pipe.stages[i], pipe.stages[i + 1], pipe.micro_batch_size,
-                                         sharers.ingress[nb], sharers.egress[na], link_rates));
-  }
-  return links;
-}
-
 Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rates,
-                              const LinkRates& links) const {
-  return PredictWith(plan, rates, {}, links);
-}
-
-Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& rates,
-                                  const PipelinePhase& phase, const LinkRates& link_rates) const {
+                              const LinkRates& link_rates) const {
   Prediction pred;
   const size_t np = plan.pipelines.size();
   pred.stages.resize(np);
   pred.pipeline_time_s.resize(np);
   pred.peak_memory_per_type.assign(cluster_.device_types.size(), 0.0);
-  const NicSharers sharers = CountNicSharers(plan);
 
   // The step program over the plan's devices (world rank r drives the r-th smallest device).
   sched::StepProgramOptions program_options;
@@ -94,20 +79,6 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     ranks[r] = Rank{rs.device, rs.pipeline, rs.stage, cluster_.device(rs.device).type,
                     GroupRate(rates, st.devices)};
   }
-  auto ring_hops = [&](const std::vector<int>& members) {
-    std::vector<Hop> hops;
-    if (members.size() < 2) return std::vector<Hop>(members.size());
-    for (size_t q = 0; q < members.size(); ++q) {
-      const int a = ranks[static_cast<size_t>(members[q])].device;
-      const int b = ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device;
-      const spec::LinkClass link = LinkOf(a, b, link_rates);
-      hops.push_back(Hop{link.latency_s, link.EffectiveBandwidth()});
-    }
-    return hops;
-  };
-  std::vector<int> world(n);
-  for (size_t r = 0; r < n; ++r) world[r] = static_cast<int>(r);
-  const std::vector<Hop> world_hops = ring_hops(world);
   // When each directed device link is free of earlier transfers: the runtime's links queue
   // across operations (a ring's last sends can still occupy a slow link when the next starts).
   std::map<std::pair<int, int>, Seconds> link_free;
@@ -129,114 +100,185 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
                  ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device}] = free[q];
     }
   };
-  // GroupAllReduceTime by (devices, bytes, NIC sharers).
-  std::map<std::tuple<std::vector<int>, double, int>, Seconds> best_cache;
-  // Distinct per-node sharer lists of the step's collectives; 0 is the empty list (alone).
-  std::vector<std::vector<int>> sharer_lists(1);
-  std::map<std::vector<int>, int> sharer_index;
-  sharer_index[{}] = 0;
-  // A collective over `members` entered at `entries`: per-member exits. `nic_sharers`: the
-  // collectives crossing each node's NICs at the same time (an index into sharer_lists).
+  // A collective over `members` entered at `entries`: per-member exits.
   auto collective = [&](const std::vector<int>& members, const std::vector<Hop>& hops,
                         const std::vector<Seconds>& entries, int steps, const RingChunkBytes& chunk,
-                        Bytes total_bytes, bool all_reduce, int nic_sharers) {
-    if ((settings_.ring_collectives || !all_reduce) && !exact) {
-      return RingCollectiveExits(entries, hops, steps, chunk, /*exact_max_ranks=*/1);
+                        bool best, Seconds best_s) {
+    if (best) {
+      const Seconds exit = *std::max_element(entries.begin(), entries.end()) + best_s;
+      return std::vector<Seconds>(entries.size(), exit);
     }
-    if (settings_.ring_collectives || !all_reduce) {
-      std::vector<Seconds> free = load_free(members);
-      std::vector<Seconds> exits = RingCollectiveExits(entries, hops, steps, chunk,
-                                                       settings_.exact_ring_max_ranks, &free);
-      store_free(members, free);
-      return exits;
-    }
-    std::vector<int> devices;
-    for (int m : members) devices.push_back(ranks[static_cast<size_t>(m)].device);
-    auto key = std::make_tuple(devices, total_bytes, nic_sharers);
-    auto it = best_cache.find(key);
-    if (it == best_cache.end()) {
-      it = best_cache
-               .emplace(key, AllReduceOver(devices, total_bytes, link_rates,
-                                           sharer_lists[static_cast<size_t>(nic_sharers)]))
-               .first;
-    }
-    const Seconds exit = *std::max_element(entries.begin(), entries.end()) + it->second;
-    return std::vector<Seconds>(entries.size(), exit);
+    if (!exact) return RingCollectiveExits(entries, hops, steps, chunk, /*exact_max_ranks=*/1);
+    std::vector<Seconds> free = load_free(members);
+    std::vector<Seconds> exits =
+        RingCollectiveExits(entries, hops, steps, chunk, settings_.exact_ring_max_ranks, &free);
+    store_free(members, free);
+    return exits;
   };
 
-  // How each collective is timed: ring hops (the world's shared), host staging of layer
-  // collectives, and NIC sharing among the collectives of one layer and kind, which start
-  // together (a layer's TP colours).
-  const double grad_bytes = GradientElementBytes(settings_);
+  // How each collective is timed: host staging of layer collectives; ring hops, whose flows share
+  // the network with the other collectives of their concurrent set; the best-algorithm
+  // all-reduces' times under sharing (TimeAllReduceSet, cached by the set's groups and bytes).
   std::vector<TimedCollective> timed(program.collectives.size());
   spec::LayerParamsMemo layer_params(model_);
   for (size_t c = 0; c < program.collectives.size(); ++c) {
     const sched::Collective& col = program.collectives[c];
-    if (col.members.size() < n) timed[c].hops = ring_hops(col.members);  // else the world's
     if (col.layer < 0) continue;
     for (int r : col.members) {
       const Rank& rk = ranks[static_cast<size_t>(r)];
       const int tp = program.ranks[static_cast<size_t>(r)].tp_degree;
       const double params = static_cast<double>(layer_params.Of(col.layer, tp).total());
-      timed[c].staging_s.push_back(rk.rate * compute_.GradStaging(rk.type, params));
+      timed[c].staging_s.push_back(StagingTime(rk.type, rk.rate, params));
     }
   }
-  for (size_t first = 0; first < program.collectives.size();) {
-    const sched::Collective& head = program.collectives[first];
-    size_t end = first + 1;
-    while (end < program.collectives.size() && program.collectives[end].layer == head.layer &&
-           program.collectives[end].kind == head.kind) {
-      ++end;
-    }
-    if (head.layer >= 0) {
-      std::vector<int> crossing(cluster_.nodes.size(), 0);
-      for (size_t c = first; c < end; ++c) {
-        std::vector<int> nodes;
-        for (int r : program.collectives[c].members) {
-          nodes.push_back(cluster_.device(ranks[static_cast<size_t>(r)].device).node);
-        }
-        std::sort(nodes.begin(), nodes.end());
-        nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-        if (nodes.size() < 2) continue;
-        for (int node : nodes) ++crossing[static_cast<size_t>(node)];
-      }
-      auto [it, fresh] = sharer_index.emplace(crossing, static_cast<int>(sharer_lists.size()));
-      if (fresh) sharer_lists.push_back(crossing);
-      for (size_t c = first; c < end; ++c) timed[c].nic_sharers = it->second;
-    }
-    first = end;
-  }
-  auto hops_for = [&](size_t c) -> const std::vector<Hop>& {
-    return program.collectives[c].members.size() == n ? world_hops : timed[c].hops;
+  auto bytes_of = [&](const sched::Collective& col) {
+    return static_cast<double>(col.elements) * ElementBytesOf(col);
   };
+  // The sets of collectives entered together, and for each its flows: the chosen algorithm's
+  // phases (best-algorithm all-reduces, TimeAllReduceSet, cached by groups and bytes) or its
+  // ring hops (one phase).
+  const std::vector<std::pair<size_t, size_t>> sets = sched::ConcurrentCollectiveSets(program);
+  const size_t num_sets = sets.size();
+  std::map<std::pair<std::vector<std::vector<int>>, double>, AllReduceSetTiming> best_cache;
+  std::vector<const AllReduceSetTiming*> best_of(num_sets, nullptr);
+  // Ring sets over the same members (a stream's layers, and ZeRO-1's reduce-scatters and
+  // all-gathers of them) share their hops: interned as shapes, each with every hop's path.
+  std::map<std::vector<std::vector<int>>, size_t> ring_shapes;
+  std::vector<std::vector<FlowPath>> shape_paths;  // per shape: every hop, in set order
+  std::vector<size_t> hop_shape(num_sets, 0);
+  for (size_t si = 0; si < num_sets; ++si) {
+    const auto [first, end] = sets[si];
+    const sched::Collective& head = program.collectives[first];
+    if (UsesBestAllReduce(head.kind)) {
+      std::vector<std::vector<int>> groups;
+      for (size_t c = first; c < end; ++c) {
+        groups.push_back(sched::CollectiveDevices(program, program.collectives[c]));
+      }
+      auto key = std::make_pair(std::move(groups), bytes_of(head));
+      auto it = best_cache.find(key);
+      if (it == best_cache.end()) {
+        it = best_cache.emplace(key, TimeAllReduceSet(key.first, key.second, link_rates)).first;
+      }
+      best_of[si] = &it->second;
+      continue;
+    }
+    std::vector<std::vector<int>> shape;
+    for (size_t c = first; c < end; ++c) shape.push_back(program.collectives[c].members);
+    auto [it, fresh] = ring_shapes.emplace(std::move(shape), shape_paths.size());
+    hop_shape[si] = it->second;
+    if (!fresh) continue;
+    std::vector<FlowPath>& paths = shape_paths.emplace_back();
+    for (const std::vector<int>& members : it->first) {
+      for (size_t q = 0; q < members.size() && members.size() > 1; ++q) {
+        paths.push_back(PathOf(ranks[static_cast<size_t>(members[q])].device,
+                               ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device,
+                               link_rates));
+      }
+    }
+  }
+  // Times each set: a best-algorithm set by its chosen flows, a ring set's hops at their fair
+  // rates (with sharing); `background` (optional, per set): other transfers overlapping it.
+  // Times of a best-algorithm set under a background, by (chosen flows, background).
+  std::map<std::pair<const AllReduceSetTiming*, const BackgroundFlows*>, std::vector<Seconds>>
+      background_cache;
+  // Hops of a ring shape's collectives under a background, by (shape, background).
+  std::map<std::pair<size_t, const BackgroundFlows*>, std::vector<std::vector<Hop>>> hop_cache;
+  const FlowPathFn path_of = [&](int a, int b) { return PathOf(a, b, link_rates); };
+  auto time_sets = [&](const std::vector<const BackgroundFlows*>& background) {
+    for (size_t si = 0; si < num_sets; ++si) {
+      const auto [first, end] = sets[si];
+      const BackgroundFlows* bg = background.empty() ? nullptr : background[si];
+      if (best_of[si] != nullptr) {
+        if (bg == nullptr) {
+          for (size_t c = first; c < end; ++c) timed[c].best_s = best_of[si]->time_s[c - first];
+          continue;
+        }
+        auto key = std::make_pair(best_of[si], bg);
+        auto it = background_cache.find(key);
+        if (it == background_cache.end()) {
+          std::vector<const CollectiveFlows*> flows;
+          for (const CollectiveFlows& f : best_of[si]->flows) flows.push_back(&f);
+          it =
+              background_cache.emplace(key, ConcurrentCollectiveTimes(network_, flows, path_of, bg))
+                  .first;
+        }
+        for (size_t c = first; c < end; ++c) timed[c].best_s = it->second[c - first];
+        continue;
+      }
+      auto key = std::make_pair(hop_shape[si], bg);
+      auto it = hop_cache.find(key);
+      if (it == hop_cache.end()) {
+        const std::vector<FlowPath>& paths = shape_paths[hop_shape[si]];
+        std::vector<BytesPerSecond> hop_rates;
+        if (network_.shared() && !paths.empty()) {
+          std::vector<FlowPath> all = paths;
+          std::vector<double> weights;
+          if (bg != nullptr && !bg->paths.empty()) {
+            weights.assign(paths.size(), 1.0);
+            all.insert(all.end(), bg->paths[0].begin(), bg->paths[0].end());
+            weights.insert(weights.end(), bg->weights[0].begin(), bg->weights[0].end());
+          }
+          std::vector<BytesPerSecond> caps(all.size());
+          for (size_t i = 0; i < all.size(); ++i) caps[i] = all[i].cap;
+          hop_rates = FairShare(all, caps, network_.capacities(), weights);
+        }
+        std::vector<std::vector<Hop>> hops;
+        size_t f = 0;
+        for (size_t c = first; c < end; ++c) {
+          const size_t size = program.collectives[c].members.size();
+          std::vector<Hop>& h = hops.emplace_back();
+          if (size < 2) {
+            h.assign(size, Hop{});
+            continue;
+          }
+          for (size_t q = 0; q < size; ++q, ++f) {
+            h.push_back(Hop{paths[f].latency_s, hop_rates.empty() ? paths[f].cap : hop_rates[f]});
+          }
+        }
+        it = hop_cache.emplace(key, std::move(hops)).first;
+      }
+      for (size_t c = first; c < end; ++c) timed[c].hops = &it->second[c - first];
+    }
+  };
+  time_sets({});
   // Exits of collective c entered at `entries` (per member).
+  std::vector<RingSteps> rings(program.collectives.size());  // built on first use
+  // Collectives every member leaves together: the time from the last entry to the exit (-1 for
+  // the others). Reset when the sets are timed again.
+  std::vector<Seconds> fixed(program.collectives.size(), -2);
+  auto fixed_time = [&](size_t c) -> Seconds {
+    Seconds& f = fixed[c];
+    if (f > -1.5) return f;
+    const sched::Collective& col = program.collectives[c];
+    f = -1;
+    if (UsesBestAllReduce(col.kind)) {
+      f = timed[c].best_s;
+    } else if (!exact && col.kind != StepOpKind::kPlanAgreement) {
+      if (!rings[c].chunk_bytes) rings[c] = RingStepsOf(col, ElementBytesOf(col));
+      const std::vector<Seconds> zero(col.members.size(), 0.0);
+      f = RingCollectiveExits(zero, *timed[c].hops, rings[c].steps, rings[c].chunk_bytes,
+                              /*exact_max_ranks=*/1)
+              .front();
+    }
+    return f;
+  };
   auto run_collective = [&](size_t c, const std::vector<Seconds>& entries) {
     const sched::Collective& col = program.collectives[c];
-    const int size = static_cast<int>(col.members.size());
-    const double eb = col.layer >= 0 ? grad_bytes : static_cast<double>(col.element_bytes);
+    const double eb = ElementBytesOf(col);
     switch (col.kind) {
       case StepOpKind::kLayerAllReduce:
       case StepOpKind::kLossNormAllReduce:
-        return collective(col.members, hops_for(c), entries, 2 * (size - 1),
-                          AllReduceChunks(col.elements, eb, size),
-                          static_cast<double>(col.elements) * eb, true, timed[c].nic_sharers);
       case StepOpKind::kLayerReduceScatter:
       case StepOpKind::kLayerAllGather:
       case StepOpKind::kMetricsAllGather: {
-        // Ring reduce-scatter: in step s member q sends chunk q - s - 1; all-gather: chunk q - s
-        // (comm/ring_collectives.cc).
-        const bool gather = col.kind != StepOpKind::kLayerReduceScatter;
-        const std::vector<int64_t>* chunks = &col.chunks;
-        RingChunkBytes chunk = [chunks, size, eb, gather](int step, int q) -> Bytes {
-          const int idx = (((q - step - (gather ? 0 : 1)) % size) + size) % size;
-          return static_cast<double>((*chunks)[static_cast<size_t>(idx)]) * eb;
-        };
-        return collective(col.members, hops_for(c), entries, size - 1, chunk, 0.0, false, 0);
+        if (!rings[c].chunk_bytes) rings[c] = RingStepsOf(col, eb);
+        return collective(col.members, *timed[c].hops, entries, rings[c].steps,
+                          rings[c].chunk_bytes, UsesBestAllReduce(col.kind), timed[c].best_s);
       }
       case StepOpKind::kPlanAgreement: {
         std::vector<Seconds> free = load_free(col.members);
-        std::vector<Seconds> exits =
-            ChainBroadcastExits(entries, hops_for(c), static_cast<double>(col.elements) * eb, &free);
+        std::vector<Seconds> exits = ChainBroadcastExits(
+            entries, *timed[c].hops, static_cast<double>(col.elements) * eb, &free);
         store_free(col.members, free);
         return exits;
       }
@@ -248,17 +290,18 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
 
   // Stage costs and links.
   std::vector<std::vector<StageCost>> costs(np);
-  std::vector<BoundaryLinks> links(np);
   for (size_t k = 0; k < np; ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     for (const spec::StagePlan& st : pipe.stages) {
       costs[k].push_back(StageCostOf(st, pipe.micro_batch_size, st.recompute, rates, link_rates));
     }
-    links[k] = PipelineLinks(pipe, sharers, link_rates);
   }
+  const BoundaryTimes links = SolveBoundaryTimes(plan, link_rates, &costs);
+  // Identical pipelines from identical ready times, within and across the walks below.
+  std::map<std::vector<double>, std::vector<Seconds>> phase_cache;
   auto own_phase = [&](const std::vector<std::vector<Seconds>>& ready) {
     std::vector<std::vector<Seconds>> ends(np);
-    std::map<std::vector<double>, std::vector<Seconds>> cache;  // identical pipelines
+    std::map<std::vector<double>, std::vector<Seconds>>& cache = phase_cache;
     for (size_t k = 0; k < np; ++k) {
       const spec::PipelinePlan& pipe = plan.pipelines[k];
       std::vector<Seconds> f, b;
@@ -270,12 +313,13 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
         key.push_back(c.backward_s);
       }
       key.insert(key.end(), ready[k].begin(), ready[k].end());
-      key.insert(key.end(), links[k].fwd_s.begin(), links[k].fwd_s.end());
-      key.insert(key.end(), links[k].bwd_s.begin(), links[k].bwd_s.end());
+      key.insert(key.end(), links.fwd_s[k].begin(), links.fwd_s[k].end());
+      key.insert(key.end(), links.bwd_s[k].begin(), links.bwd_s[k].end());
       auto it = cache.find(key);
       if (it == cache.end()) {
-        it = cache.emplace(key, PipelinePhaseEnds(f, b, ready[k], links[k].fwd_s, links[k].bwd_s,
-                                                  pipe.micro_batches, plan.schedule))
+        it = cache
+                 .emplace(key, PipelinePhaseEnds(f, b, ready[k], links.fwd_s[k], links.bwd_s[k],
+                                                 pipe.micro_batches, plan.schedule))
                  .first;
       }
       ends[k] = it->second;
@@ -285,24 +329,31 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
 
   // One step from per-rank start times, op by op. Fills the per-stage fields of `pred`.
   std::vector<Seconds> optimizer_s(n, 0.0);
-  auto local_op = [&](size_t r, const sched::StepOp& op) -> Seconds {
-    const Rank& rk = ranks[r];
-    const double elements = static_cast<double>(op.elements);
-    switch (op.kind) {
-      case StepOpKind::kZeroGrads: return rk.rate * compute_.ZeroGrads(rk.type, elements);
-      case StepOpKind::kGradNorm: return rk.rate * compute_.GradNorm(rk.type, elements);
-      case StepOpKind::kOptimizer: {
-        // A ZeRO-1 chunk (op.layer set) is staged: three copies of the chunk beside the update.
-        const Seconds t = OptimizerTime(rk.type, elements, rk.rate) +
-                          (op.layer >= 0 ? 1.5 * rk.rate * compute_.GradStaging(rk.type, elements)
-                                         : 0.0);
-        optimizer_s[r] += t;
-        return t;
-      }
-      default: return 0.0;  // the pipeline phase is timed for all ranks at once
+  // Each rank's local op times, computed once for the walks below (0 for the pipeline and
+  // collective ops: the pipeline phase is timed for all ranks at once).
+  std::vector<std::vector<Seconds>> op_time(n);
+  for (size_t r = 0; r < n; ++r) {
+    const std::vector<sched::StepOp>& ops = program.ranks[r].ops;
+    op_time[r].resize(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      op_time[r][i] = LocalOpTime(ranks[r].type, ranks[r].rate, ops[i]);
     }
+  }
+  auto local_op = [&](size_t r, size_t i) -> Seconds {
+    const Seconds t = op_time[r][i];
+    if (program.ranks[r].ops[i].kind == StepOpKind::kOptimizer) optimizer_s[r] += t;
+    return t;
   };
-  auto step = [&](const std::vector<Seconds>& start) {
+  // When each set of collectives ran in a step: from its entry (all members in) to its last exit.
+  struct SetSpan {
+    Seconds begin = std::numeric_limits<Seconds>::infinity();
+    Seconds end = -std::numeric_limits<Seconds>::infinity();
+  };
+  std::vector<size_t> set_of(program.collectives.size());
+  for (size_t si = 0; si < num_sets; ++si) {
+    for (size_t c = sets[si].first; c < sets[si].second; ++c) set_of[c] = si;
+  }
+  auto step = [&](const std::vector<Seconds>& start, std::vector<SetSpan>* spans) {
     std::fill(optimizer_s.begin(), optimizer_s.end(), 0.0);
     std::vector<std::vector<Seconds>> ready(np);
     for (size_t k = 0; k < np; ++k) ready[k].assign(plan.pipelines[k].stages.size(), 0.0);
@@ -310,12 +361,12 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     for (size_t r = 0; r < n; ++r) {
       const sched::RankStep& rs = program.ranks[r];
       Seconds t0 = start[r];
-      while (rs.ops[pc[r]].kind != StepOpKind::kPipeline) t0 += local_op(r, rs.ops[pc[r]++]);
+      while (rs.ops[pc[r]].kind != StepOpKind::kPipeline) t0 += local_op(r, pc[r]++);
       ++pc[r];
       Seconds& rd = ready[static_cast<size_t>(rs.pipeline)][static_cast<size_t>(rs.stage)];
       rd = std::max(rd, t0);
     }
-    const std::vector<std::vector<Seconds>> ends = phase ? phase(ready) : own_phase(ready);
+    const std::vector<std::vector<Seconds>> ends = own_phase(ready);
     std::vector<Seconds> t(n);
     for (size_t r = 0; r < n; ++r) {
       t[r] = ends[static_cast<size_t>(ranks[r].pipeline)][static_cast<size_t>(ranks[r].stage)];
@@ -327,28 +378,46 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     auto advance = [&](size_t r) {
       const std::vector<sched::StepOp>& ops = program.ranks[r].ops;
       while (pc[r] < ops.size() && !sched::IsCollective(ops[pc[r]].kind)) {
-        t[r] += local_op(r, ops[pc[r]++]);
+        t[r] += local_op(r, pc[r]++);
       }
     };
+    std::vector<Seconds> entries;
+    std::vector<Seconds> before;
+    std::vector<Seconds> exits;
     for (size_t c = 0; c < program.collectives.size(); ++c) {
       const sched::Collective& col = program.collectives[c];
       if (sched::IsBetweenSteps(col.kind)) continue;
       const std::vector<double>& staging = timed[c].staging_s;
-      std::vector<Seconds> entries(col.members.size());
-      std::vector<Seconds> before(col.members.size());
-      for (size_t q = 0; q < col.members.size(); ++q) {
+      const size_t size = col.members.size();
+      entries.resize(size);
+      before.resize(size);
+      Seconds last_entry = -std::numeric_limits<Seconds>::infinity();
+      for (size_t q = 0; q < size; ++q) {
         const auto r = static_cast<size_t>(col.members[q]);
         advance(r);
         before[q] = t[r];
         MOTLEY_CHECK(program.ranks[r].ops[pc[r]].collective == static_cast<int>(c),
                      "step program: collectives out of entry order");
         entries[q] = t[r] + (staging.empty() ? 0.0 : 0.5 * staging[q]);
+        last_entry = std::max(last_entry, entries[q]);
       }
-      const std::vector<Seconds> exits = run_collective(c, entries);
-      for (size_t q = 0; q < col.members.size(); ++q) {
+      // Best-algorithm all-reduces and rings above exact_ring_max_ranks: every member leaves
+      // together, a fixed time after the last entry.
+      const Seconds together = fixed_time(c);
+      if (together >= 0) {
+        exits.assign(size, last_entry + together);
+      } else {
+        exits = run_collective(c, entries);
+      }
+      if (spans != nullptr && size > 0) {
+        SetSpan& span = (*spans)[set_of[c]];
+        span.begin = std::min(span.begin, last_entry);
+        span.end = std::max(span.end, *std::max_element(exits.begin(), exits.end()));
+      }
+      // A reduce-scatter's output stays on the host (ZeRO-1 updates it there).
+      const bool unpacked = col.kind != StepOpKind::kLayerReduceScatter;
+      for (size_t q = 0; q < size; ++q) {
         const auto r = static_cast<size_t>(col.members[q]);
-        // A reduce-scatter's output stays on the host (ZeRO-1 updates it there).
-        const bool unpacked = col.kind != StepOpKind::kLayerReduceScatter;
         t[r] = exits[q] + (staging.empty() || !unpacked ? 0.0 : 0.5 * staging[q]);
         ++pc[r];
         if (col.layer >= 0) dp_s[r] += t[r] - before[q];
@@ -371,7 +440,123 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     return t;
   };
 
-  std::vector<Seconds> end = step(std::vector<Seconds>(n, 0.0));
+  // Different layers' collectives overlap in time too (stages sharing a node run their data-
+  // parallel syncs at once). With sharing, a first walk at the sets' own times gives when each
+  // stream of sets (the layers one group of stages syncs, one after another) runs; every set is
+  // then timed again with the other streams that overlap its stream and cross a resource of
+  // it as background flows, weighted by the fraction of its stream's time they overlap (each of
+  // their flows counted once, spread over their phases).
+  if (network_.shared() && num_sets > 1) {
+    std::vector<SetSpan> spans(num_sets);
+    const auto saved_free = link_free;
+    step(std::vector<Seconds>(n, 0.0), &spans);
+    link_free = saved_free;
+    std::map<std::vector<std::vector<int>>, size_t> stream_index;
+    std::vector<size_t> stream_of(num_sets, SIZE_MAX);
+    std::vector<SetSpan> windows;
+    std::vector<size_t> first_set;  // per stream: its representative
+    for (size_t si = 0; si < num_sets; ++si) {
+      const sched::Collective& head = program.collectives[sets[si].first];
+      if (head.layer < 0 || !(spans[si].end >= spans[si].begin)) continue;
+      std::vector<std::vector<int>> key;
+      for (size_t c = sets[si].first; c < sets[si].second; ++c) {
+        key.push_back(program.collectives[c].members);
+      }
+      auto [it, fresh] = stream_index.emplace(std::move(key), windows.size());
+      if (fresh) {
+        windows.emplace_back();
+        first_set.push_back(si);
+      }
+      stream_of[si] = it->second;
+      SetSpan& w = windows[it->second];
+      w.begin = std::min(w.begin, spans[si].begin);
+      w.end = std::max(w.end, spans[si].end);
+    }
+    // Each stream's flows (its representative set's, every phase) and the resources they cross.
+    const size_t ns = windows.size();
+    std::vector<std::vector<FlowPath>> stream_flows(ns);
+    std::vector<double> stream_phases(ns, 1.0);
+    std::vector<std::vector<int>> stream_resources(ns);
+    for (size_t st = 0; st < ns; ++st) {
+      const size_t si = first_set[st];
+      if (best_of[si] != nullptr) {
+        size_t phases = 0;
+        for (const CollectiveFlows& cf : best_of[si]->flows) {
+          phases = std::max(phases, cf.phases.size());
+          for (const FlowPhase& ph : cf.phases) {
+            for (const PhaseFlow& f : ph.flows) {
+              stream_flows[st].push_back(PathOf(f.from, f.to, link_rates));
+            }
+          }
+        }
+        stream_phases[st] = static_cast<double>(std::max<size_t>(phases, 1));
+      } else {
+        stream_flows[st] = shape_paths[hop_shape[si]];
+      }
+      for (const FlowPath& f : stream_flows[st]) {
+        for (int i = 0; i < f.num_resources; ++i) {
+          stream_resources[st].push_back(f.resources[static_cast<size_t>(i)]);
+        }
+      }
+      std::sort(stream_resources[st].begin(), stream_resources[st].end());
+      stream_resources[st].erase(
+          std::unique(stream_resources[st].begin(), stream_resources[st].end()),
+          stream_resources[st].end());
+    }
+    auto share_a_resource = [&](size_t x, size_t y) {
+      const std::vector<int>& a = stream_resources[x];
+      const std::vector<int>& b = stream_resources[y];
+      for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+        if (a[i] == b[j]) return true;
+        if (a[i] < b[j]) {
+          ++i;
+        } else {
+          ++j;
+        }
+      }
+      return false;
+    };
+    std::vector<BackgroundFlows> backgrounds(ns);
+    for (size_t st = 0; st < ns; ++st) {
+      const Seconds length = windows[st].end - windows[st].begin;
+      if (!(length > 0)) continue;
+      std::vector<FlowPath> paths;
+      std::vector<double> weights;
+      for (size_t other = 0; other < ns; ++other) {
+        if (other == st) continue;
+        const Seconds overlap = std::min(windows[st].end, windows[other].end) -
+                                std::max(windows[st].begin, windows[other].begin);
+        if (!(overlap > 0) || !share_a_resource(st, other)) continue;
+        const double w = std::min(1.0, overlap / length) / stream_phases[other];
+        // Only the flows that cross a resource of this stream's own flows take part.
+        for (const FlowPath& f : stream_flows[other]) {
+          bool touches = false;
+          for (int i = 0; i < f.num_resources && !touches; ++i) {
+            touches = std::binary_search(stream_resources[st].begin(), stream_resources[st].end(),
+                                         f.resources[static_cast<size_t>(i)]);
+          }
+          if (!touches) continue;
+          paths.push_back(f);
+          weights.push_back(w);
+        }
+      }
+      if (paths.empty()) continue;
+      const size_t phases =
+          best_of[first_set[st]] != nullptr ? static_cast<size_t>(stream_phases[st]) : size_t{1};
+      backgrounds[st].paths.assign(phases, paths);
+      backgrounds[st].weights.assign(phases, weights);
+    }
+    std::vector<const BackgroundFlows*> background_of(num_sets, nullptr);
+    for (size_t si = 0; si < num_sets; ++si) {
+      if (stream_of[si] != SIZE_MAX && !backgrounds[stream_of[si]].empty()) {
+        background_of[si] = &backgrounds[stream_of[si]];
+      }
+    }
+    time_sets(background_of);
+    std::fill(fixed.begin(), fixed.end(), -2.0);
+  }
+
+  std::vector<Seconds> end = step(std::vector<Seconds>(n, 0.0), nullptr);
   if (exact && n > 1) {
     // Between steps: the metrics all-gather and the plan agreement, in program order.
     std::vector<Seconds> start = end;
@@ -381,7 +566,7 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     const Seconds origin = *std::min_element(start.begin(), start.end());
     for (Seconds& s0 : start) s0 -= origin;
     for (auto& [link, t] : link_free) t -= origin;
-    end = step(start);
+    end = step(start, nullptr);
   }
 
   size_t last = 0;
@@ -395,7 +580,8 @@ Prediction Predictor::PredictWith(const spec::Plan& plan, const StragglerRates& 
     for (size_t i = 0; i < pred.stages[k].size(); ++i) {
       StagePrediction& sp = pred.stages[k][i];
       sp.cost = costs[k][i];
-      sp.p2p_next_s = i < links[k].fwd_s.size() ? std::max(links[k].fwd_s[i], links[k].bwd_s[i]) : 0.0;
+      sp.p2p_next_s =
+          i < links.fwd_s[k].size() ? std::max(links.fwd_s[k][i], links.bwd_s[k][i]) : 0.0;
       pred.optimizer_s = std::max(pred.optimizer_s, sp.optimizer_s);
     }
   }

@@ -71,7 +71,12 @@ PipelineTiming PipelineClosedForm(const std::vector<StageCost>& stages,
 Predictor::Predictor(const spec::ClusterSpec& cluster, const spec::ModelSpec& model,
                      const spec::TrainSpec& train, const ComputeModel& compute,
                      PerfSettings settings)
-    : cluster_(cluster), model_(model), train_(train), compute_(compute), settings_(settings) {}
+    : cluster_(cluster),
+      model_(model),
+      train_(train),
+      compute_(compute),
+      settings_(settings),
+      network_(cluster, settings.nic_contention) {}
 
 Bytes Predictor::ActivationMessageBytes(int64_t micro_batch_size) const {
   return static_cast<double>(micro_batch_size * train_.seq_len * model_.hidden) *
@@ -134,51 +139,152 @@ StageCost Predictor::StageCostOf(const spec::StagePlan& stage, int64_t micro_bat
                           GroupRate(rates, stage.devices));
 }
 
-Seconds Predictor::P2PTimeBetween(const spec::StagePlan& from, const spec::StagePlan& to,
-                                  int64_t micro_batch_size, int sender_sharers,
-                                  int receiver_sharers, const LinkRates& links) const {
-  const int a = from.devices.front();
-  const int b = to.devices.front();
-  if (a == b) return 0;
-  const spec::LinkClass link = LinkOf(a, b, links);
-  BytesPerSecond bw = link.EffectiveBandwidth();
-  const int na = cluster_.device(a).node;
-  const int nb = cluster_.device(b).node;
-  if (na != nb && settings_.nic_contention) {
-    bw = std::min(bw, NodeNicBandwidth(cluster_, na) / std::max(1, sender_sharers));
-    bw = std::min(bw, NodeNicBandwidth(cluster_, nb) / std::max(1, receiver_sharers));
-  }
-  return link.latency_s + ActivationMessageBytes(micro_batch_size) / bw;
-}
-
-Predictor::NicSharers Predictor::CountNicSharers(const spec::Plan& plan) const {
-  NicSharers s;
-  s.egress.assign(cluster_.nodes.size(), 0);
-  s.ingress.assign(cluster_.nodes.size(), 0);
-  for (const spec::PipelinePlan& pipe : plan.pipelines) {
-    for (size_t i = 0; i + 1 < pipe.stages.size(); ++i) {
-      const int na = cluster_.device(pipe.stages[i].devices.front()).node;
-      const int nb = cluster_.device(pipe.stages[i + 1].devices.front()).node;
-      if (na == nb) continue;
-      ++s.egress[static_cast<size_t>(na)];
-      ++s.ingress[static_cast<size_t>(nb)];
+Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
+    const spec::Plan& plan, const LinkRates& links,
+    const std::vector<std::vector<StageCost>>* costs) const {
+  BoundaryTimes out;
+  const size_t np = plan.pipelines.size();
+  out.fwd_s.resize(np);
+  out.bwd_s.resize(np);
+  // Every flow: its path, its pipeline, boundary and direction (0: activations i -> i + 1).
+  struct Owner {
+    size_t pipeline;
+    size_t boundary;
+    int dir;
+  };
+  std::vector<FlowPath> paths;
+  std::vector<Owner> owners;
+  for (int dir = 0; dir < 2; ++dir) {
+    for (size_t k = 0; k < np; ++k) {
+      const spec::PipelinePlan& pipe = plan.pipelines[k];
+      const size_t boundaries = pipe.stages.empty() ? 0 : pipe.stages.size() - 1;
+      (dir == 0 ? out.fwd_s : out.bwd_s)[k].assign(boundaries, 0.0);
+      for (size_t i = 0; i < boundaries; ++i) {
+        const spec::StagePlan& lo = pipe.stages[i];
+        const spec::StagePlan& hi = pipe.stages[i + 1];
+        // Activations go lo -> hi, gradients hi -> lo; each receiving TP rank takes one message.
+        const spec::StagePlan& from = dir == 0 ? lo : hi;
+        const spec::StagePlan& to = dir == 0 ? hi : lo;
+        if (from.devices.front() == to.devices.front()) continue;
+        for (size_t j = 0; j < to.devices.size(); ++j) {
+          const int peer = spec::BoundaryPeer(static_cast<int>(j), from.tp_degree);
+          const int a = from.devices[static_cast<size_t>(peer)];
+          const int b = to.devices[j];
+          if (a == b) continue;
+          paths.push_back(PathOf(a, b, links));
+          owners.push_back(Owner{k, i, dir});
+        }
+      }
     }
   }
-  return s;
+  auto time_of = [&](size_t f) -> Seconds& {
+    const Owner& o = owners[f];
+    return (o.dir == 0 ? out.fwd_s : out.bwd_s)[o.pipeline][o.boundary];
+  };
+  // One direction's flows share the network at once (the other direction left out); with `weight`
+  // (per flow, for the other direction), that direction's flows join as background.
+  auto solve = [&](int dir, const std::vector<double>* weight) {
+    std::vector<FlowPath> ps;
+    std::vector<double> ws;
+    std::vector<size_t> own;
+    for (size_t f = 0; f < paths.size(); ++f) {
+      if (owners[f].dir == dir) {
+        own.push_back(f);
+        ps.push_back(paths[f]);
+        ws.push_back(1.0);
+      }
+    }
+    const size_t mine = ps.size();
+    for (size_t f = 0; f < paths.size() && weight != nullptr; ++f) {
+      if (owners[f].dir != dir && (*weight)[f] > 0) {
+        ps.push_back(paths[f]);
+        ws.push_back((*weight)[f]);
+      }
+    }
+    std::vector<BytesPerSecond> caps(ps.size());
+    for (size_t i = 0; i < ps.size(); ++i) caps[i] = ps[i].cap;
+    const std::vector<BytesPerSecond> rates = FairShare(ps, caps, network_.capacities(), ws);
+    for (size_t i = 0; i < mine; ++i) {
+      const size_t f = own[i];
+      time_of(f) = 0.0;
+    }
+    for (size_t i = 0; i < mine; ++i) {
+      const size_t f = own[i];
+      const int64_t b = plan.pipelines[owners[f].pipeline].micro_batch_size;
+      time_of(f) = std::max(time_of(f), paths[f].latency_s + ActivationMessageBytes(b) / rates[i]);
+    }
+  };
+  solve(0, nullptr);
+  solve(1, nullptr);
+  if (costs == nullptr || !network_.shared() || paths.empty()) return out;
+  // Activations and gradients cross a node's cards in opposite phases of each micro-batch's
+  // cycle: a stage sends its activation when a forward ends and then runs a backward, and sends
+  // its input gradient when a backward ends and then runs a forward. A transfer of direction d
+  // (time t_d, the compute after it c_d) therefore overlaps the other direction's transfers
+  // (t_o, c_o) only for max(0, t_d - c_d) (it outlasts the compute after it, when the other
+  // send starts) plus max(0, min(t_d, t_o - c_o)) (the other send, started a compute earlier, is
+  // still running): that fraction of t_d is each flow's weight as the other direction's
+  // background. Stages of the same pipeline alternate forwards and backwards in step, so the
+  // same phases hold across the stages sharing a node.
+  std::vector<double> weight(paths.size(), 0.0);
+  for (size_t f = 0; f < paths.size(); ++f) {
+    const Owner& o = owners[f];
+    const std::vector<StageCost>& c = (*costs)[o.pipeline];
+    const size_t sender = o.dir == 0 ? o.boundary : o.boundary + 1;
+    const Seconds t_d = time_of(f);
+    const Seconds t_o = (o.dir == 0 ? out.bwd_s : out.fwd_s)[o.pipeline][o.boundary];
+    const Seconds c_d = o.dir == 0 ? c[sender].backward_s : c[sender].forward_s;
+    const Seconds c_o = o.dir == 0 ? c[sender].forward_s : c[sender].backward_s;
+    if (!(t_d > 0)) continue;
+    const Seconds overlap = std::max(0.0, t_d - c_d) + std::max(0.0, std::min(t_d, t_o - c_o));
+    weight[f] = std::min(1.0, overlap / t_d);
+  }
+  solve(0, &weight);
+  solve(1, &weight);
+  return out;
 }
 
-Seconds Predictor::BoundaryTime(const spec::PipelinePlan& pipe, size_t i, const NicSharers& sharers,
-                                const LinkRates& links) const {
-  const spec::StagePlan& from = pipe.stages[i];
-  const spec::StagePlan& to = pipe.stages[i + 1];
-  const auto na = static_cast<size_t>(cluster_.device(from.devices.front()).node);
-  const auto nb = static_cast<size_t>(cluster_.device(to.devices.front()).node);
-  // Activations flow na -> nb; gradients nb -> na with the mirrored counts.
-  const Seconds fwd = P2PTimeBetween(from, to, pipe.micro_batch_size, sharers.egress[na],
-                                     sharers.ingress[nb], links);
-  const Seconds bwd = P2PTimeBetween(from, to, pipe.micro_batch_size, sharers.ingress[nb],
-                                     sharers.egress[na], links);
-  return std::max(fwd, bwd);
+Predictor::AllReduceSetTiming Predictor::TimeAllReduceSet(
+    const std::vector<std::vector<int>>& groups, Bytes bytes, const LinkRates& links) const {
+  std::vector<std::vector<CollectiveFlows>> candidates;
+  size_t algorithms = 0;
+  for (const std::vector<int>& devices : groups) {
+    candidates.push_back(AllReduceCandidates(cluster_, devices, bytes));
+    algorithms = std::max(algorithms, candidates.back().size());
+  }
+  const CollectiveFlows none;
+  const FlowPathFn path = [&](int a, int b) { return PathOf(a, b, links); };
+  AllReduceSetTiming best;
+  Seconds best_s = 0;
+  for (size_t a = 0; a < algorithms; ++a) {
+    std::vector<const CollectiveFlows*> chosen;
+    for (const std::vector<CollectiveFlows>& c : candidates) {
+      chosen.push_back(c.empty() ? &none : &c[std::min(a, c.size() - 1)]);
+    }
+    std::vector<Seconds> times = ConcurrentCollectiveTimes(network_, chosen, path);
+    const Seconds slowest = times.empty() ? 0.0 : *std::max_element(times.begin(), times.end());
+    if (a == 0 || slowest < best_s) {
+      best_s = slowest;
+      best.time_s = std::move(times);
+      best.flows.clear();
+      for (const CollectiveFlows* f : chosen) best.flows.push_back(*f);
+    }
+  }
+  if (algorithms == 0) best.time_s.assign(groups.size(), 0.0);
+  if (best.flows.empty()) best.flows.assign(groups.size(), none);
+  return best;
+}
+
+Seconds Predictor::LocalOpTime(int device_type, double rate, const sched::StepOp& op) const {
+  const double elements = static_cast<double>(op.elements);
+  switch (op.kind) {
+    case sched::StepOpKind::kZeroGrads: return rate * compute_.ZeroGrads(device_type, elements);
+    case sched::StepOpKind::kGradNorm: return rate * compute_.GradNorm(device_type, elements);
+    case sched::StepOpKind::kOptimizer:
+      return OptimizerTime(device_type, elements, rate) +
+             (op.layer >= 0 ? 1.5 * StagingTime(device_type, rate, elements) : 0.0);
+    default: return 0.0;
+  }
 }
 
 FlopsPerSecond Predictor::PeakFlopsSum(const std::vector<int>& devices) const {
@@ -195,34 +301,6 @@ Seconds Predictor::OptimizerTime(int device_type, double params_per_device, doub
   return rate * compute_.OptimizerStep(device_type, params_per_device);
 }
 
-Seconds Predictor::AllReduceOver(const std::vector<int>& devices, Bytes bytes,
-                                 const LinkRates& links,
-                                 const std::vector<int>& nic_sharers) const {
-  if (!settings_.ring_collectives) {
-    // The best algorithm over link classes, bounded by the slowest slowed pair of the group
-    // (a slowed link may sit on any of its paths).
-    double worst = 1.0;
-    for (size_t i = 0; i < devices.size() && !links.empty(); ++i) {
-      for (size_t j = i + 1; j < devices.size(); ++j) {
-        worst = std::max(worst, links.At(devices[i], devices[j]));
-      }
-    }
-    const NicSharing nic{nic_sharers};
-    return worst * GroupAllReduceTime(cluster_, devices, bytes,
-                                      settings_.nic_contention ? &nic : nullptr);
-  }
-  if (devices.size() < 2) return 0;
-  std::vector<int> ring = devices;
-  std::sort(ring.begin(), ring.end());
-  std::vector<spec::LinkClass> slowed;
-  for (size_t i = 0; i < ring.size(); ++i) {
-    slowed.push_back(LinkOf(ring[i], ring[(i + 1) % ring.size()], links));
-  }
-  std::vector<const spec::LinkClass*> hops;
-  for (const spec::LinkClass& l : slowed) hops.push_back(&l);
-  return HeterogeneousRingAllReduceTime(bytes, hops);
-}
-
 spec::LinkClass Predictor::LinkOf(int a, int b, const LinkRates& links) const {
   spec::LinkClass link = cluster_.LinkBetween(a, b);
   const double rate = links.At(a, b);
@@ -231,6 +309,16 @@ spec::LinkClass Predictor::LinkOf(int a, int b, const LinkRates& links) const {
     link.bandwidth /= rate;
   }
   return link;
+}
+
+FlowPath Predictor::PathOf(int a, int b, const LinkRates& links) const {
+  FlowPath path = network_.Path(a, b, cluster_.LinkBetween(a, b));
+  const double rate = links.At(a, b);
+  if (rate != 1.0) {
+    path.latency_s *= rate;
+    path.cap /= rate;
+  }
+  return path;
 }
 
 double LinkRates::At(int a, int b) const {

@@ -1,21 +1,23 @@
 // Iteration-time predictor (docs/architecture.md §8): the time of a plan's training step on a
 // cluster, for uneven pipelines and replicas of different shapes, modelled on the step motley's
-// runtime runs (predict_step.cc): per-stage forward/backward time (compute model + TP all-reduces +
-// recompute
-// + the stage's transfer copies, times the slowest device's straggler rate); each pipeline's
-// action list walked with eager sends over its boundary links (perf/step_model.h); per-layer
-// data-parallel gradient all-reduces in layer order (every stage in any pipeline holding the
-// layer); the world all-reduce of loss and gradient norm; the optimizer step; and the skew the
-// per-step metrics all-gather leaves between ranks (the step is the makespan from the earliest
-// rank's start to the latest rank's end, as the runtime reports it). Plus memory per device,
-// tokens/s and MFU. PipelineClosedForm (below) is the planner's fast closed-form estimate of one
-// pipeline. The simulator (sim/) replays the pipeline phase event by event with bandwidth sharing
-// and shares the rest of the step with the predictor (PredictWith).
+// runtime runs (predict_step.cc, the step program op by op): per-stage forward/backward time
+// (compute model + TP all-reduces + recompute + the stage's transfer copies, times the slowest
+// device's straggler rate); each pipeline's action list walked with eager sends over its
+// boundary links (perf/step_model.h); per-layer data-parallel collectives in layer order (every
+// stage in any pipeline holding the layer); the world all-reduce of loss and gradient norm; the
+// optimizer step; and the skew the per-step metrics all-gather leaves between ranks (the step is
+// the makespan from the earliest rank's start to the latest rank's end, as the runtime reports
+// it). Transfers share the network (perf/network.h) in closed form: per set of transfers that
+// start together, plus the other sets' transfers that overlap them in time as weighted
+// background. Plus memory per device, tokens/s and MFU. PipelineClosedForm (below) is the
+// planner's fast closed-form estimate of one pipeline. The simulator (sim/) replays the same
+// step program event by event over the same network model; it is the predictor's reference.
 //
 // Ownership: a Predictor keeps references to the cluster, model, train spec and compute model,
 // which must outlive it. Thread safety: const methods are thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -24,8 +26,10 @@
 #include <vector>
 
 #include "core/units.h"
+#include "perf/comm_model.h"
 #include "perf/compute_model.h"
 #include "perf/memory_model.h"
+#include "perf/network.h"
 #include "perf/settings.h"
 #include "sched/step_program.h"
 #include "spec/cluster_spec.h"
@@ -104,16 +108,10 @@ class Predictor {
   // Predicts a plan that passes spec::ValidatePlan (not re-checked here).
   Prediction Predict(const spec::Plan& plan, const StragglerRates& rates = {},
                      const LinkRates& links = {}) const;
-  // The pipeline phase of every pipeline: from each stage's ready time ([pipeline][stage]) to the
-  // end of its last pipeline action (forward, backward or transfer).
-  using PipelinePhase = std::function<std::vector<std::vector<Seconds>>(
-      const std::vector<std::vector<Seconds>>& ready_s)>;
-  // Predict with the pipeline phase computed by `phase` (the predictor's own walk when empty).
-  Prediction PredictWith(const spec::Plan& plan, const StragglerRates& rates,
-                         const PipelinePhase& phase, const LinkRates& links = {}) const;
-
   // The link class between devices a and b (cluster().LinkBetween) slowed by `links`.
   spec::LinkClass LinkOf(int a, int b, const LinkRates& links) const;
+  // The network path of a transfer from a to b over that slowed link (Network::Path).
+  FlowPath PathOf(int a, int b, const LinkRates& links) const;
 
   // Building blocks shared with the simulator and the planner.
   StageCost StageCostOf(const spec::StagePlan& stage, int64_t micro_batch_size,
@@ -125,35 +123,65 @@ class Predictor {
                              int64_t num_blocks, bool has_embedding, bool has_head,
                              int64_t micro_batch_size, spec::Recompute recompute,
                              double rate) const;
-  // Activation transfer between the first devices of two stages. `sender_sharers` and
-  // `receiver_sharers`: how many transfers leave the sender's node / enter the receiver's node at
-  // the same time (they split the node's NIC bandwidth; see NicSharers).
-  Seconds P2PTimeBetween(const spec::StagePlan& from, const spec::StagePlan& to,
-                         int64_t micro_batch_size, int sender_sharers = 1, int receiver_sharers = 1,
-                         const LinkRates& links = {}) const;
-  // Per node, how many pipeline boundaries send (egress) and receive (ingress) across nodes in
-  // one direction: replicas in lockstep send at the same moments, so these transfers share NICs.
-  struct NicSharers {
-    std::vector<int> egress;
-    std::vector<int> ingress;
+  // Transfer times over every pipeline boundary of a plan, [pipeline][boundary] (boundary i joins
+  // stages i and i + 1): an activation i -> i + 1 (fwd_s) and a gradient i + 1 -> i (bwd_s). Every
+  // TP rank of the receiving stage takes the whole message from its boundary peer
+  // (spec::BoundaryPeer), and replicas run in lockstep, so the transfers of one direction run at
+  // once: their flows share the network (perf/network.h, FairShare) and a boundary's transfer
+  // lasts until its slowest flow arrives, latency + message bytes / rate. 0 between stages on one
+  // device.
+  struct BoundaryTimes {
+    std::vector<std::vector<Seconds>> fwd_s;
+    std::vector<std::vector<Seconds>> bwd_s;
+    // The slower direction of boundary `boundary` of pipeline `pipeline`.
+    Seconds Of(size_t pipeline, size_t boundary) const {
+      return std::max(fwd_s[pipeline][boundary], bwd_s[pipeline][boundary]);
+    }
   };
-  NicSharers CountNicSharers(const spec::Plan& plan) const;
-  // Boundary time of stages[i] -> stages[i+1] of a pipeline: the slower of the activation and the
-  // gradient direction under NIC sharing.
-  Seconds BoundaryTime(const spec::PipelinePlan& pipe, size_t i, const NicSharers& sharers,
-                       const LinkRates& links = {}) const;
-  // Activation (i -> i+1) and gradient (i+1 -> i) transfer time of each boundary of a pipeline,
-  // under NIC sharing when the settings model it.
-  struct BoundaryLinks {
-    std::vector<Seconds> fwd_s;
-    std::vector<Seconds> bwd_s;
+  // With the plan's stage costs ([pipeline][stage]) and sharing on, each direction's flows then
+  // also share with the other direction's, weighted by the fraction of the pipeline's cycle those
+  // take (activations and gradients leave a node in opposite phases of a micro-batch's cycle).
+  BoundaryTimes SolveBoundaryTimes(
+      const spec::Plan& plan, const LinkRates& links = {},
+      const std::vector<std::vector<StageCost>>* costs = nullptr) const;
+  // Whether a collective of this kind takes the best algorithm (TimeAllReduceSet): layer and
+  // loss-norm all-reduces unless the runtime's ring engine is modelled (ring_collectives);
+  // reduce-scatters, all-gathers and the broadcast are always its rings.
+  bool UsesBestAllReduce(sched::StepOpKind kind) const {
+    return !settings_.ring_collectives && (kind == sched::StepOpKind::kLayerAllReduce ||
+                                           kind == sched::StepOpKind::kLossNormAllReduce);
+  }
+  // Bytes per element of a step-program collective as timed: a layer collective's gradients (or
+  // values) at GradientElementBytes of the settings, the world's messages at their own size.
+  double ElementBytesOf(const sched::Collective& collective) const {
+    return collective.layer >= 0 ? GradientElementBytes(settings_)
+                                 : static_cast<double>(collective.element_bytes);
+  }
+  // All-reduces of `bytes` each over concrete device groups that start together (one layer's
+  // data-parallel groups, its TP colours; the world's loss-norm all-reduce alone), by the best
+  // algorithm (comm_model.h AllReduceCandidates) with their flows sharing the network: for each
+  // algorithm every group takes it (the ring where a group has no hierarchy), the set lasts as
+  // long as its slowest group (ConcurrentCollectiveTimes), and the fastest algorithm is chosen,
+  // as NCCL's tuner chooses one per call. The simulator replays the chosen `flows`.
+  struct AllReduceSetTiming {
+    std::vector<CollectiveFlows> flows;  // per group: the chosen algorithm's phases
+    std::vector<Seconds> time_s;         // per group
   };
-  BoundaryLinks PipelineLinks(const spec::PipelinePlan& pipe, const NicSharers& sharers,
-                              const LinkRates& links = {}) const;
+  AllReduceSetTiming TimeAllReduceSet(const std::vector<std::vector<int>>& groups, Bytes bytes,
+                                      const LinkRates& links = {}) const;
   Bytes ActivationMessageBytes(int64_t micro_batch_size) const;
   // Optimizer step of a stage's devices (memory-bound: bytes touched per parameter / bandwidth).
   Seconds OptimizerTime(int device_type, double params_per_device, double rate) const;
 
+  // A local op of the step program (zero-grads, grad-norm, optimizer; 0 for the others) on a
+  // device of type `device_type` at straggler rate `rate`, as Predict charges it: a ZeRO-1
+  // chunk's optimizer op (op.layer set) also copies the chunk three times through host memory.
+  Seconds LocalOpTime(int device_type, double rate, const sched::StepOp& op) const;
+  // Host staging of a layer collective's buffer of `params` elements on one member: packing
+  // before and unpacking after (half each; a reduce-scatter's output stays on the host).
+  Seconds StagingTime(int device_type, double rate, double params) const {
+    return rate * compute_.GradStaging(device_type, params);
+  }
   // Bytes per device of a stage described by `in`, by the memory model Predict uses: in the
   // runtime's configuration (RunsAsTheRuntime) RuntimeRankMemory with the 1F1B/GPipe transfer
   // buffers of the stage's position and AdamW moments of its parameters (divided by dp under
@@ -191,28 +219,25 @@ class Predictor {
   const spec::TrainSpec& train() const { return train_; }
   const PerfSettings& settings() const { return settings_; }
   const ComputeModel& compute() const { return compute_; }
+  // The shared network model (sharing on when the settings model NIC contention).
+  const Network& network() const { return network_; }
 
  private:
   // Memory per stage (and the worst violation), tokens/s and MFU of a predicted step.
   // In the runtime's configuration (RunsAsTheRuntime) the memory is RuntimeRankMemory of each
-  // stage's largest rank, from `program` (the step program PredictWith walked); else the
+  // stage's largest rank, from `program` (the step program Predict walked); else the
   // StageMemoryPerDevice estimate.
   void FillMemoryAndRates(const spec::Plan& plan, const sched::StepProgram& program,
                           Prediction* pred) const;
   // fp32 with unfused attention and no sequence parallelism: what motley's runtime runs, whose
   // tensors RuntimeRankMemory counts exactly.
   bool RunsAsTheRuntime() const;
-  // All-reduce of `bytes` over concrete devices: a ring in id order with ring_collectives (the
-  // runtime's, on unshared links), else GroupAllReduceTime's best algorithm, whose NICs carry
-  // `nic_sharers` (by node; comm_model.h NicSharing) with nic_contention.
-  Seconds AllReduceOver(const std::vector<int>& devices, Bytes bytes, const LinkRates& links,
-                        const std::vector<int>& nic_sharers = {}) const;
-
   const spec::ClusterSpec& cluster_;
   const spec::ModelSpec& model_;
   const spec::TrainSpec& train_;
   const ComputeModel& compute_;
   PerfSettings settings_;
+  Network network_;
 };
 
 // Max straggler rate over `devices` (1 when rates is empty).

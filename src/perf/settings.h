@@ -17,8 +17,9 @@ struct PerfSettings {
   spec::Precision precision = spec::Precision::kBf16;
   bool sequence_parallel = true;  // Megatron SP: norms/dropout activations split across TP ranks
   bool flash_attention = true;    // fused attention: no s x s score tensor stored or streamed
-  // Pipeline transfers that leave (enter) a node at the same time share its NIC bandwidth. Off
-  // for emulated clusters: the runtime's link emulation charges each rank pair's link on its own.
+  // Transfers that overlap in time share the network's resources (perf/network.h: a node's
+  // cards, island fabrics, the inter-island network). Off for emulated clusters: the runtime's
+  // link emulation charges each rank pair's link on its own.
   bool nic_contention = true;
   // Collectives run as motley's ring engine runs them (comm/ring_collectives.cc): one ring in rank
   // order, every step bounded by its slowest hop. Off: the best of a ring and a two-level

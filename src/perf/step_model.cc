@@ -65,6 +65,33 @@ RingChunkBytes AllReduceChunks(int64_t numel, double element_bytes, int n) {
   };
 }
 
+RingSteps RingStepsOf(const sched::Collective& col, double element_bytes) {
+  const int size = static_cast<int>(col.members.size());
+  RingSteps ring;
+  switch (col.kind) {
+    case sched::StepOpKind::kLayerAllReduce:
+    case sched::StepOpKind::kLossNormAllReduce:
+      ring.steps = 2 * (size - 1);
+      ring.chunk_bytes = AllReduceChunks(col.elements, element_bytes, size);
+      return ring;
+    case sched::StepOpKind::kLayerReduceScatter:
+    case sched::StepOpKind::kLayerAllGather:
+    case sched::StepOpKind::kMetricsAllGather: {
+      const bool gather = col.kind != sched::StepOpKind::kLayerReduceScatter;
+      const std::vector<int64_t>* chunks = &col.chunks;
+      ring.steps = size - 1;
+      ring.chunk_bytes = [chunks, size, element_bytes, gather](int step, int q) -> Bytes {
+        const int idx = (((q - step - (gather ? 0 : 1)) % size) + size) % size;
+        return static_cast<double>((*chunks)[static_cast<size_t>(idx)]) * element_bytes;
+      };
+      return ring;
+    }
+    default: break;
+  }
+  MOTLEY_CHECK(false, "RingStepsOf: not a ring collective");
+  return ring;
+}
+
 namespace {
 
 using sched::Action;
@@ -167,19 +194,8 @@ std::vector<Seconds> PipelinePhaseEnds(const std::vector<Seconds>& forward_s,
                    fwd_link_s.size() + 1 >= p && bwd_link_s.size() + 1 >= p &&
                    micro_batches >= 1,
                "bad pipeline phase input");
-  const int64_t cap = 2 * static_cast<int64_t>(p) + 4;
-  if (micro_batches <= cap + 1) {
-    return WalkPipeline(forward_s, backward_s, ready_s, fwd_link_s, bwd_link_s, micro_batches,
-                        schedule);
-  }
-  const std::vector<Seconds> a =
-      WalkPipeline(forward_s, backward_s, ready_s, fwd_link_s, bwd_link_s, cap, schedule);
-  const std::vector<Seconds> b =
-      WalkPipeline(forward_s, backward_s, ready_s, fwd_link_s, bwd_link_s, cap + 1, schedule);
-  std::vector<Seconds> out(p);
-  const auto extra = static_cast<double>(micro_batches - cap);
-  for (size_t i = 0; i < p; ++i) out[i] = a[i] + extra * (b[i] - a[i]);
-  return out;
+  return WalkPipeline(forward_s, backward_s, ready_s, fwd_link_s, bwd_link_s, micro_batches,
+                      schedule);
 }
 
 Seconds PipelinePhaseLowerBound(const std::vector<Seconds>& forward_s,

@@ -23,14 +23,14 @@ namespace {
 
 // The largest period over the stages of `pipe` at its block counts.
 double LargestPeriod(const perf::Predictor& predictor, const spec::PipelinePlan& pipe,
-                     const perf::Predictor::NicSharers& sharers) {
+                     const perf::Predictor::BoundaryTimes& boundary) {
   double worst = 0;
   for (size_t i = 0; i < pipe.stages.size(); ++i) {
     const perf::StageCost c =
         predictor.StageCostOf(pipe.stages[i], pipe.micro_batch_size, spec::Recompute::kNone, {});
     double period = c.forward_s + c.backward_s;
-    if (i > 0) period += predictor.BoundaryTime(pipe, i - 1, sharers);
-    if (i + 1 < pipe.stages.size()) period += predictor.BoundaryTime(pipe, i, sharers);
+    if (i > 0) period += boundary.Of(0, i - 1);
+    if (i + 1 < pipe.stages.size()) period += boundary.Of(0, i);
     worst = std::max(worst, period);
   }
   return worst;
@@ -38,13 +38,13 @@ double LargestPeriod(const perf::Predictor& predictor, const spec::PipelinePlan&
 
 // The smallest LargestPeriod over every split of the model's blocks (at least one per stage).
 double BestLargestPeriod(const perf::Predictor& predictor, spec::PipelinePlan pipe,
-                         const perf::Predictor::NicSharers& sharers, int64_t blocks) {
+                         const perf::Predictor::BoundaryTimes& boundary, int64_t blocks) {
   double best = std::numeric_limits<double>::infinity();
   const size_t p = pipe.stages.size();
   std::function<void(size_t, int64_t)> place = [&](size_t i, int64_t left) {
     if (i + 1 == p) {
       pipe.stages[i].num_blocks = left;
-      best = std::min(best, LargestPeriod(predictor, pipe, sharers));
+      best = std::min(best, LargestPeriod(predictor, pipe, boundary));
       return;
     }
     for (int64_t n = 1; n <= left - static_cast<int64_t>(p - i - 1); ++n) {
@@ -98,9 +98,9 @@ TEST(BlockSplitTest, MinimisesTheLargestStagePeriodCountingFixedCostsOnce) {
           const LayoutEval eval = evaluator.Evaluate(layout, es);
           ASSERT_TRUE(eval.feasible) << preset << ": " << eval.reason;
           const spec::PipelinePlan& pipe = eval.plan.pipelines.front();
-          const perf::Predictor::NicSharers sharers = predictor.CountNicSharers(eval.plan);
-          const double chosen = LargestPeriod(predictor, pipe, sharers);
-          const double best = BestLargestPeriod(predictor, pipe, sharers, model->num_blocks);
+          const perf::Predictor::BoundaryTimes boundary = predictor.SolveBoundaryTimes(eval.plan);
+          const double chosen = LargestPeriod(predictor, pipe, boundary);
+          const double best = BestLargestPeriod(predictor, pipe, boundary, model->num_blocks);
           EXPECT_LE(chosen, best * (1 + 1e-9))
               << preset << ", tp " << tp_h << ", " << pipe.stages.size() << " stages, b " << b;
           ++checked;

@@ -130,7 +130,7 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
     }
     plan.pipelines.push_back(std::move(pipe));
   }
-  const perf::Predictor::NicSharers sharers = predictor_.CountNicSharers(plan);
+  const perf::Predictor::BoundaryTimes boundary = predictor_.SolveBoundaryTimes(plan, links_);
   const int64_t gpipe_m = (total_m + d - 1) / d;
   std::map<std::string, ShapeSplit> cache;
   std::vector<double> fixed(static_cast<size_t>(d));
@@ -143,7 +143,7 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
     std::vector<double> c(p, 0.0);
     std::string sig;
     for (size_t i = 0; i < p; ++i) {
-      if (i + 1 < p) c[i] = predictor_.BoundaryTime(pipe, i, sharers, links_);
+      if (i + 1 < p) c[i] = boundary.Of(k, i);
       const Unit& u = units_[static_cast<size_t>(layout[k][i])];
       sig += fmt::format("{}/{}/{}/{}|", u.type, u.tp, perf::GroupRate(rates_, u.devices), c[i]);
     }

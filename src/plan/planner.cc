@@ -582,11 +582,9 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
   const sim::Simulator simulator(predictor);
   sim::SimOptions so;
   so.rates = options.rates;
-  so.dedupe_identical_pipelines = cluster.num_devices() > 512;
+  so.links = options.link_rates;
   size_t best_index = 0;
-  // The simulator has no per-link rates: with link rates the predictor alone chooses.
-  const bool simulated = options.link_rates.empty();
-  const int confirm_top = simulated ? options.confirm_top : 0;
+  const int confirm_top = options.confirm_top;
   // Simulated side by side, taken in rank order (the first of equals, the first error).
   const size_t confirmed =
       std::min(report.ranked.size(), static_cast<size_t>(std::max(confirm_top, 0)));
@@ -602,7 +600,7 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
   report.best = report.ranked[best_index];
   report.tokens_per_step = predictor.train().global_batch * predictor.train().seq_len;
   auto simulate = [&](Candidate* c) -> Status {
-    if (c->simulated_s > 0 || !simulated) return Status::Ok();
+    if (c->simulated_s > 0) return Status::Ok();
     MOTLEY_ASSIGN_OR_RETURN(sim::SimResult r, simulator.Run(c->plan, so));
     c->simulated_s = r.iteration_s;
     return Status::Ok();

@@ -42,8 +42,7 @@ struct PlannerOptions {
   int exhaustive_max_units = 6;
   int64_t exhaustive_max_plans = 200000;
   perf::StragglerRates rates;         // current straggler rates (re-planning)
-  // Current per-link straggler rates (re-planning). The simulator has no per-link rates, so with
-  // any set the candidates are ranked and chosen by the predictor alone (no simulation).
+  // Current per-link straggler rates (re-planning), applied by the predictor and the simulator.
   perf::LinkRates link_rates;
   std::vector<int> only_types;        // restrict to these device type indices (empty = all)
   bool identical_only = false;        // only layouts whose pipelines are all identical

@@ -272,6 +272,28 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
   return program;
 }
 
+std::vector<std::pair<size_t, size_t>> ConcurrentCollectiveSets(const StepProgram& program) {
+  std::vector<std::pair<size_t, size_t>> sets;
+  const std::vector<Collective>& cs = program.collectives;
+  for (size_t first = 0; first < cs.size();) {
+    size_t end = first + 1;
+    while (cs[first].layer >= 0 && end < cs.size() && cs[end].layer == cs[first].layer &&
+           cs[end].kind == cs[first].kind) {
+      ++end;
+    }
+    sets.emplace_back(first, end);
+    first = end;
+  }
+  return sets;
+}
+
+std::vector<int> CollectiveDevices(const StepProgram& program, const Collective& collective) {
+  std::vector<int> devices;
+  devices.reserve(collective.members.size());
+  for (int m : collective.members) devices.push_back(program.ranks[static_cast<size_t>(m)].device);
+  return devices;
+}
+
 Status CheckStepProgram(const StepProgram& program) {
   const size_t nc = program.collectives.size();
   for (const RankStep& rs : program.ranks) {  // TP groups: every member lists the same group

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -164,6 +165,14 @@ struct StepProgramOptions {
 // cannot be built.
 Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSpec& model,
                                      int64_t seq_len, const StepProgramOptions& options = {});
+
+// The collectives that start together: runs of consecutive collectives of one layer and kind
+// (a layer's data-parallel groups, its TP colours, which their members enter at once); a world
+// collective is a run of its own. [first, end) index ranges into program.collectives, in order.
+// The predictor counts the flows of one run as sharing the network at once.
+std::vector<std::pair<size_t, size_t>> ConcurrentCollectiveSets(const StepProgram& program);
+// The cluster devices of a collective's members, in member order.
+std::vector<int> CollectiveDevices(const StepProgram& program, const Collective& collective);
 
 // Checks the program's own consistency: every collective's members list it exactly once, at
 // ascending positions in their op lists, with its members ascending; chunks sum to the buffer.

@@ -1,18 +1,26 @@
-// Discrete-event simulator (docs/architecture.md §8): replays the pipeline phase of a plan's step
-// event by event, on the same sched::Schedule action lists the runtime executes: compute actions
-// take the predictor's stage costs (times each TP group's straggler rate); sends are eager, each
-// transfer a flow queued behind the previous one over the same boundary and direction and, when the
-// predictor's settings model NIC contention, sharing node NIC bandwidth with concurrent flows
-// (sim/network.h); a batch of transfers waits for its receives. The rest of the step (zeroing,
-// per-layer data-parallel all-reduces, the loss/norm all-reduce, the optimizer step, the skew
-// between ranks) is the predictor's step model (Predictor::PredictWith), so simulator and
-// predictor differ only where the event replay differs from the predictor's pipeline walk:
-// bandwidth sharing. Outputs the iteration time, busy and idle time per device and, on request,
-// a Chrome trace (Perfetto) of the step.
-//
-// Granularity: with `dedupe_identical_pipelines`, pipelines of identical shape (device types, TP
-// degrees, blocks, micro-batches, boundary links, straggler rates) are simulated once and the
-// result is copied; link sharing between such replicas is then not modelled.
+// Discrete-event simulator (docs/architecture.md §8): replays one training step of a plan, the
+// step program (sched/step_program.h) every rank runs, event by event, with every transfer a flow
+// over the shared network (perf/network.h, sim/flow_engine.h):
+//  - a rank runs its local ops (zero-grads, grad-norm, optimizer) at the predictor's op costs;
+//  - a stage (its TP group in lockstep) walks its schedule's action list (the runtime's); a
+//    forward or backward takes the predictor's stage cost (TP all-reduces inside it), a send is
+//    eager: one flow per receiving TP rank from its boundary peer (spec::BoundaryPeer), queued on
+//    that directed link; a batch of sends and receives waits for its receives;
+//  - a collective starts as its members enter it (after packing a layer buffer on the host):
+//    the runtime's ring engine step by step (each step's sends are flows queued on their links,
+//    a member sends step s + 1 once step s has arrived), or, above exact_ring_max_ranks members
+//    and for the best-algorithm all-reduces the predictor chose (Predictor::TimeAllReduceSet),
+//    phase by phase: every flow of a phase at once (its ring steps' or tree levels' latencies
+//    and bytes in one flow), the next phase when the slowest is done;
+//  - between steps, the metrics all-gather and the plan agreement; the step is measured as the
+//    predictor measures it: the second of two steps (skewed by the first's between-step
+//    collectives), from the earliest rank's start to the latest rank's end (one step from a
+//    common start above exact_ring_max_ranks ranks).
+// With sharing off (emulated clusters) every flow runs at its own link's speed, so the replay
+// reproduces the runtime's virtual clock (tests/plan_vs_runtime); with sharing on, flows of
+// different collectives, pipelines and layers that overlap in time share NICs and fabrics, which
+// the predictor's closed form counts only within a set of collectives entered together.
+// Outputs the step time, busy and idle time per device and, on request, a Chrome trace.
 //
 // Ownership: Simulator keeps a reference to the predictor (and through it the cluster and model).
 // Thread safety: Run() is const and thread-safe.
@@ -25,14 +33,13 @@
 #include "core/status.h"
 #include "core/units.h"
 #include "perf/predictor.h"
-#include "sim/network.h"
 #include "spec/plan.h"
 
 namespace motley::sim {
 
 struct TraceEvent {
-  std::string name;  // "F3", "B0", "SF2", "DP", "OPT"
-  std::string category;  // "compute" | "p2p" | "dp" | "optimizer"
+  std::string name;      // "F3", "B0", "p2p", "all-reduce 3", "optimizer"
+  std::string category;  // "compute" | "p2p" | "dp" | "optimizer" | "step"
   int pipeline = 0;
   int stage = 0;
   Seconds start_s = 0;
@@ -41,8 +48,8 @@ struct TraceEvent {
 
 struct SimOptions {
   bool record_trace = false;
-  bool dedupe_identical_pipelines = false;
   perf::StragglerRates rates;  // per device; empty = all healthy
+  perf::LinkRates links;       // per device pair; empty = all healthy
 };
 
 struct SimResult {
@@ -50,15 +57,16 @@ struct SimResult {
   std::vector<Seconds> pipeline_backward_end_s;  // per pipeline: its stage 0's last backward
   std::vector<Seconds> device_busy_s;            // per global device id (compute + optimizer)
   std::vector<Seconds> device_idle_s;            // iteration_s - busy for used devices, 0 unused
-  int64_t events = 0;                            // events processed
-  int pipelines_simulated = 0;                   // after de-duplication
+  int64_t events = 0;                            // events processed (ranks, stages, flows)
+  int64_t transfers = 0;                         // flows replayed
   std::vector<TraceEvent> trace;
 };
 
 class Simulator {
  public:
   explicit Simulator(const perf::Predictor& predictor);
-  // The plan must pass spec::ValidatePlan. Errors only for a schedule that cannot be built.
+  // The plan must pass spec::ValidatePlan. Errors for a schedule or step program that cannot be
+  // built, and when the replay stops before every rank finished (a deadlock, naming the rank).
   Result<SimResult> Run(const spec::Plan& plan, const SimOptions& options = {}) const;
 
  private:
