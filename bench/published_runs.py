@@ -3,7 +3,8 @@
 
 For each row this writes the cluster (DGX A100 nodes named by device and link presets), the run
 file (the GPT model expressed as a Llama block: SwiGLU width 8h/3 rounded to a multiple of the TP
-degree; fp16; unfused attention; sequence parallelism as published) and the plan (Megatron's
+degree; fp16; unfused attention with the published attention dropout; sequence parallelism as
+published) and the plan (Megatron's
 uniform layout: TP inside a node, then DP, then PP; the published micro-batch size and
 recompute), runs `motley predict`, and prints the predicted against the published iteration time
 with the signed error, then the mean |error| and the largest. A published TFLOP/s per GPU is turned
@@ -94,6 +95,7 @@ train:
   precision: fp16
   attention: unfused
   sequence_parallel: {sp}
+  attention_dropout: {row['attention_dropout']}
 """
 
 

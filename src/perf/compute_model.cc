@@ -83,7 +83,12 @@ Flops AttentionSquareFlops(const Dims& d) {
   return 4.0 * d.b * d.heads * d.s * d.s * d.hs;
 }
 
-void AttentionForward(const Dims& d, bool fused, std::vector<Kernel>* out) {
+// Dropout on the (b, a/t, s, s) probabilities, unfused (PyTorch's dropout, as Megatron-LM runs
+// it after its fused softmax): the forward reads P and writes the dropped P and a one-byte mask;
+// the backward reads the incoming gradient and the mask and writes the gradient.
+Bytes AttentionDropoutBytes(const Dims& d) { return d.b * d.heads * d.s * d.s * (2.0 * d.e + 1.0); }
+
+void AttentionForward(const Dims& d, bool fused, bool dropout, std::vector<Kernel>* out) {
   if (fused) {
     const Bytes bytes = (2.0 * d.n * d.h / d.t + 2.0 * d.n * d.kv / d.t) * d.e;  // q, o, k, v
     out->push_back(Fused("flash attention", 0.5 * AttentionSquareFlops(d), bytes));
@@ -92,10 +97,11 @@ void AttentionForward(const Dims& d, bool fused, std::vector<Kernel>* out) {
   const double heads = d.b * d.heads;
   out->push_back(Gemm("attention scores", d.s, d.s, d.hs, heads));
   out->push_back(Stream("softmax", 2.0 * heads * d.s * d.s * d.e));
+  if (dropout) out->push_back(Stream("attention dropout", AttentionDropoutBytes(d)));
   out->push_back(Gemm("attention context", d.s, d.hs, d.s, heads));
 }
 
-void AttentionBackward(const Dims& d, bool fused, std::vector<Kernel>* out) {
+void AttentionBackward(const Dims& d, bool fused, bool dropout, std::vector<Kernel>* out) {
   if (fused) {
     const Bytes bytes = (3.0 * d.n * d.h / d.t + 2.0 * d.n * d.kv / d.t) * d.e * 2.0;
     out->push_back(Fused("flash attention backward", 2.5 * 0.5 * AttentionSquareFlops(d), bytes));
@@ -104,6 +110,7 @@ void AttentionBackward(const Dims& d, bool fused, std::vector<Kernel>* out) {
   const double heads = d.b * d.heads;
   out->push_back(Gemm("attention dP = dO V^T", d.s, d.s, d.hs, heads));
   out->push_back(Gemm("attention dV = P^T dO", d.s, d.hs, d.s, heads));
+  if (dropout) out->push_back(Stream("attention dropout backward", AttentionDropoutBytes(d)));
   out->push_back(Stream("softmax backward", 3.0 * heads * d.s * d.s * d.e));
   out->push_back(Gemm("attention dQ = dS K", d.s, d.hs, d.s, heads));
   out->push_back(Gemm("attention dK = dS^T Q", d.s, d.hs, d.s, heads));
@@ -125,7 +132,8 @@ PassKernels BlockKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int
   const Kernel swiglu = Stream("swiglu", 3.0 * d.n * d.f / d.t * d.e);
   PassKernels k;
   k.forward = {norm, qkv, rope};
-  AttentionForward(d, fused, &k.forward);
+  const bool dropout = settings.attention_dropout > 0;
+  AttentionForward(d, fused, dropout, &k.forward);
   k.forward.insert(k.forward.end(), {out, residual, norm, gate_up, swiglu, down, residual});
 
   const Kernel norm_bwd = Stream("rmsnorm backward", 3.0 * d.n_sp * d.h * d.e);
@@ -136,7 +144,7 @@ PassKernels BlockKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int
   bw.push_back(norm_bwd);
   bw.push_back(residual);
   BackwardGemms(out, &bw);
-  AttentionBackward(d, fused, &bw);
+  AttentionBackward(d, fused, dropout, &bw);
   bw.push_back(Stream("rope backward", rope.bytes));
   BackwardGemms(qkv, &bw);
   bw.push_back(norm_bwd);
@@ -147,7 +155,8 @@ PassKernels BlockKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int
 std::vector<Kernel> AttentionCoreKernels(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
                                          const PerfSettings& settings) {
   std::vector<Kernel> k;
-  AttentionForward(DimsOf(model, b, s, tp, settings), settings.flash_attention, &k);
+  AttentionForward(DimsOf(model, b, s, tp, settings), settings.flash_attention,
+                   settings.attention_dropout > 0, &k);
   return k;
 }
 

@@ -137,6 +137,25 @@ TEST(RooflineComputeModelTest, SettingsChangeTheKernels) {
   fp32.precision = spec::Precision::kFp32;
   EXPECT_GT(RooflineComputeModel(cluster, model, fp32).Block(1, 1, 1, 4096).forward_s,
             8 * base.Block(1, 1, 1, 4096).forward_s);
+  // Attention dropout (unfused): one kernel after the softmax and one in the backward, each
+  // moving b x heads x s x s x (2 element bytes + a one-byte mask) at the achievable bandwidth,
+  // plus its launch; fused attention draws the mask inside its kernel.
+  PerfSettings dropout = settings;
+  dropout.attention_dropout = 0.1;
+  const KernelRates& a100 = base.Rates(1);
+  const double elements = 1.0 * (32.0 / 1) * 4096.0 * 4096.0;  // b = 1, llama2-7b's 32 heads, tp 1
+  const Seconds mask = a100.launch_s + elements * (2.0 * 2.0 + 1.0) / a100.achievable_bandwidth;
+  const RooflineComputeModel with_dropout(cluster, model, dropout);
+  EXPECT_NEAR(with_dropout.Block(1, 1, 1, 4096).forward_s - base.Block(1, 1, 1, 4096).forward_s,
+              mask, 1e-12);
+  EXPECT_NEAR(with_dropout.Block(1, 1, 1, 4096).backward_s - base.Block(1, 1, 1, 4096).backward_s,
+              mask, 1e-12);
+  EXPECT_NEAR(with_dropout.AttentionRecompute(1, 1, 1, 4096) - base.AttentionRecompute(1, 1, 1, 4096),
+              mask, 1e-12);
+  PerfSettings fused_dropout = fused;
+  fused_dropout.attention_dropout = 0.1;
+  EXPECT_DOUBLE_EQ(RooflineComputeModel(cluster, model, fused_dropout).Block(1, 1, 1, 4096).forward_s,
+                   RooflineComputeModel(cluster, model, fused).Block(1, 1, 1, 4096).forward_s);
   // bf16 and fp16 have the same peak on an A100.
   PerfSettings bf16 = settings;
   bf16.precision = spec::Precision::kBf16;

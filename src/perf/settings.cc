@@ -26,6 +26,7 @@ PerfSettings DefaultSettings(const spec::ClusterSpec& cluster, const spec::Train
   if (train.precision) settings.precision = *train.precision;
   if (train.attention) settings.flash_attention = *train.attention == spec::Attention::kFused;
   if (train.sequence_parallel) settings.sequence_parallel = *train.sequence_parallel;
+  settings.attention_dropout = train.attention_dropout;
   return settings;
 }
 

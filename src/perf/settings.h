@@ -17,6 +17,10 @@ struct PerfSettings {
   spec::Precision precision = spec::Precision::kBf16;
   bool sequence_parallel = true;  // Megatron SP: norms/dropout activations split across TP ranks
   bool flash_attention = true;    // fused attention: no s x s score tensor stored or streamed
+  // Dropout on the attention probabilities (train.attention_dropout): unfused attention adds a
+  // kernel masking the s x s probabilities after the softmax and one in the backward; fused
+  // attention draws the mask inside its kernel at no counted cost.
+  double attention_dropout = 0.0;
   // Transfers that overlap in time share the network's resources (perf/network.h: a node's
   // cards, island fabrics, the inter-island network). Off for emulated clusters: the runtime's
   // link emulation charges each rank pair's link on its own.

@@ -115,6 +115,9 @@ TEST(RunFileTest, KernelSettingsAreOptionalAndChecked) {
             std::string::npos);
   runnable.sequence_parallel = false;
   EXPECT_TRUE(CheckRuntimeRunsKernels(runnable, "w").ok());
+  runnable.attention_dropout = 0.1;
+  EXPECT_NE(CheckRuntimeRunsKernels(runnable, "w").message().find("w.attention_dropout: 0.1"),
+            std::string::npos);
   for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
     EXPECT_EQ(ParsePrecision(PrecisionName(p)), p);
   }
@@ -130,6 +133,19 @@ TEST(RunFileTest, KernelSettingsAreOptionalAndChecked) {
   EXPECT_NE(bad_attention.status().message().find("train.attention: unknown attention kernel "
                                                   "'flash' (known: unfused, fused)"),
             std::string::npos);
+  Result<RunFile> dropout = ParseRunFile(
+      RunYaml("tiny", "{global_batch: 4, seq_len: 32, steps: 3, attention_dropout: 0.1}"),
+      "r.yaml", "");
+  ASSERT_TRUE(dropout.ok()) << dropout.status().message();
+  EXPECT_DOUBLE_EQ(dropout->train.attention_dropout, 0.1);
+  Result<RunFile> bad_dropout = ParseRunFile(
+      RunYaml("tiny", "{global_batch: 4, seq_len: 32, steps: 3, attention_dropout: 1.0}"),
+      "r.yaml", "");
+  ASSERT_FALSE(bad_dropout.ok());
+  EXPECT_NE(bad_dropout.status().message().find(
+                "train.attention_dropout: must be in [0, 1), got 1"),
+            std::string::npos)
+      << bad_dropout.status().message();
   Result<RunFile> bad_sp = ParseRunFile(
       RunYaml("tiny", "{global_batch: 4, seq_len: 32, steps: 3, sequence_parallel: maybe}"),
       "r.yaml", "");

@@ -34,6 +34,10 @@ Status ValidateTrainSpec(const TrainSpec& train, std::string_view where) {
     return Status::Ok();
   };
   MOTLEY_RETURN_IF_ERROR(in_range("global_batch", train.global_batch, 1, kMaxTokensPerStep));
+  if (!(train.attention_dropout >= 0.0 && train.attention_dropout < 1.0)) {
+    return error("attention_dropout",
+                 fmt::format("must be in [0, 1), got {}", train.attention_dropout));
+  }
   MOTLEY_RETURN_IF_ERROR(in_range("seq_len", train.seq_len, 1, kMaxSeqLen));
   MOTLEY_RETURN_IF_ERROR(in_range("steps", train.steps, 1, kMaxSteps));
   // Products, overflow-safe: tokens per step and of the whole run.
@@ -117,6 +121,12 @@ Status CheckRuntimeRunsKernels(const TrainSpec& train, std::string_view where) {
                "false to train",
                where);
   }
+  if (train.attention_dropout != 0.0) {
+    return Err(StatusCode::kFailedPrecondition,
+               "{}.attention_dropout: {} is not run by motley's runtime (it applies no dropout); "
+               "the field is for plan, predict and simulate: remove it or set 0 to train",
+               where, train.attention_dropout);
+  }
   return Status::Ok();
 }
 
@@ -135,7 +145,8 @@ Result<TrainSpec> ParseTrainNode(const YAML::Node& node, const std::string& file
   MOTLEY_ASSIGN_OR_RETURN(const MapReader map, MapReader::Make(node, file, path));
   MOTLEY_RETURN_IF_ERROR(map.CheckKeys(
       {"global_batch", "seq_len", "steps", "seed", "optimizer", "data", "val_every", "val_batches",
-       "metrics_path", "threads", "checkpoint", "precision", "attention", "sequence_parallel"}));
+       "metrics_path", "threads", "checkpoint", "precision", "attention", "sequence_parallel",
+       "attention_dropout"}));
   TrainSpec t;
   MOTLEY_ASSIGN_OR_RETURN(t.global_batch, map.Int("global_batch"));
   MOTLEY_ASSIGN_OR_RETURN(t.seq_len, map.Int("seq_len"));
@@ -166,6 +177,7 @@ Result<TrainSpec> ParseTrainNode(const YAML::Node& node, const std::string& file
     MOTLEY_RETURN_IF_ERROR(map.OptBool("sequence_parallel", &sp));
     t.sequence_parallel = sp;
   }
+  MOTLEY_RETURN_IF_ERROR(map.OptDouble("attention_dropout", &t.attention_dropout));
   if (map.Has("optimizer")) {
     MOTLEY_ASSIGN_OR_RETURN(const MapReader o,
                             MapReader::Make(map.Get("optimizer"), file, map.PathOf("optimizer")));

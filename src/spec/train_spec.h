@@ -57,11 +57,15 @@ struct TrainSpec {
   std::optional<Precision> precision;
   std::optional<Attention> attention;
   std::optional<bool> sequence_parallel;  // Megatron sequence parallelism in TP groups
+  // Dropout on the attention probabilities (HF LlamaConfig.attention_dropout, Megatron's
+  // --attention-dropout), in [0, 1): the kernels it adds are counted by the compute model. 0
+  // (unset) is what motley's runtime trains with.
+  double attention_dropout = 0.0;
 };
 
 // Ok when motley's runtime computes the way `train` asks (fp32, unfused attention, no sequence
-// parallelism, or those fields unset); else an error naming the field, prefixed by `where`
-// (e.g. "run.yaml: train").
+// parallelism, no attention dropout, or those fields unset); else an error naming the field,
+// prefixed by `where` (e.g. "run.yaml: train").
 Status CheckRuntimeRunsKernels(const TrainSpec& train, std::string_view where);
 
 }  // namespace motley::spec
