@@ -1,10 +1,11 @@
 // The step program: one training step of a plan as data (docs/architecture.md §3 rule 2), for
 // every world rank the ordered list of what it does, and every collective it joins. The runtime
 // splits its gradient communicators from it and shards ZeRO-1 state by it
-// (parallel/grad_sync.cc), the predictor times it op by op (perf/predict_step.cc; the simulator
-// reuses that walk after its own pipeline replay), and `motley schedule --step` prints it
-// (docs/formats/step-program.md). The recording test (tests/parallel/step_program_record_test.cc)
-// and tests/parallel/mpi_step_program_record_test.cc (under mpiexec) check that the runtime's
+// (parallel/grad_sync.cc), the predictor times it op by op (perf/predict_step.cc), the simulator
+// replays it event by event (sim/simulator.cc), and `motley schedule --step` prints it
+// (docs/formats/step-program.md). The recording test (tests/parallel/step_program_record_test.cc,
+// which also records the training loop's between-step messages) and
+// tests/parallel/mpi_step_program_record_test.cc (under mpiexec) check that the runtime's
 // communicator calls equal it entry for entry.
 //
 // A non-idle rank runs, in this order:

@@ -10,8 +10,10 @@
 // GPipe, ZeRO-1 (uneven chunks, mixed groups, idle rank), an idle rank in a world larger than the
 // plan, a single pipeline, TP with full and selective recompute. A mutated program (one collective
 // dropped, one byte count changed, a TP all-reduce count or group changed) fails the comparison.
-// Not recorded here: the metrics all-gather and plan agreement, which the training loop sends
-// between steps.
+// The training loop (train::TrainParallelProcess, ranks as threads) is recorded too: over two
+// steps its world log is the set-up's splits, step 1, the metrics all-gather and the plan
+// agreement the program lists between steps, step 2 and its metrics all-gather (no plan switch
+// is asked after the last step).
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,6 +29,7 @@
 #include "parallel_test_util.h"
 #include "sched/step_program.h"
 #include "step_program_recording.h"
+#include "train/parallel_trainer.h"
 
 namespace motley::parallel {
 namespace {
@@ -84,6 +87,80 @@ std::vector<Log> Record(const spec::Plan& plan, const std::vector<int>& world_de
   for (std::thread& t : threads) t.join();
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
   return logs;
+}
+
+// Runs `steps` steps of the training loop on every rank of the world (one thread per rank, each
+// through TrainParallelProcess over a recording LocalWorld rank) and returns each rank's whole
+// log, set-up and steps in one list (in Log::setup).
+std::vector<Log> RecordTraining(const spec::Plan& plan, const std::vector<int>& world_devices,
+                                int64_t steps) {
+  spec::RunFile run = testing::TinyRun(steps);
+  run.train.global_batch = 0;  // the plan's samples per step
+  for (const spec::PipelinePlan& pipe : plan.pipelines) {
+    run.train.global_batch += pipe.micro_batches * pipe.micro_batch_size;
+  }
+  const int n = static_cast<int>(world_devices.size());
+  std::shared_ptr<comm::LocalWorld> world = comm::LocalWorld::Create(n);
+  std::vector<Log> logs(static_cast<size_t>(n));
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      train::ParallelTrainerOptions options;
+      options.out = nullptr;
+      options.world_devices = world_devices;
+      const train::ConnectWorld connect =
+          [&, r](const comm::Emulation& emulation) -> Result<std::unique_ptr<comm::Communicator>> {
+        MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> inner,
+                                world->Connect(r, options.comm, emulation));
+        return std::unique_ptr<comm::Communicator>(std::make_unique<RecordingCommunicator>(
+            std::move(inner), &logs[static_cast<size_t>(r)], "", true));
+      };
+      Result<train::ParallelTrainSummary> summary =
+          train::TrainParallelProcess(run, plan, options, connect);
+      if (!summary.ok()) errors[static_cast<size_t>(r)] = summary.status().message();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+  return logs;
+}
+
+// What the program says the loop logs over `steps` steps: the set-up's splits, then every step's
+// calls, each followed by the metrics all-gather (every rank's packed metrics, f64) and, but after
+// the last step, the plan agreement (a broadcast from rank 0).
+std::vector<Call> ExpectedTraining(const sched::StepProgram& program, int r, int64_t num_layers,
+                                   int64_t steps) {
+  const Log one = recording::Expected(program, r, num_layers);
+  std::vector<Call> want = one.setup;
+  for (int64_t step = 1; step <= steps; ++step) {
+    want.insert(want.end(), one.step.begin(), one.step.end());
+    for (const sched::StepOp& op : program.ranks[static_cast<size_t>(r)].ops) {
+      if (!sched::IsBetweenSteps(op.kind)) continue;
+      if (op.kind == sched::StepOpKind::kPlanAgreement && step == steps) continue;
+      const sched::Collective& c = program.collectives[static_cast<size_t>(op.collective)];
+      const auto q = static_cast<size_t>(std::find(c.members.begin(), c.members.end(), r) -
+                                         c.members.begin());
+      want.push_back(Call{op.kind == sched::StepOpKind::kMetricsAllGather ? "allgather"
+                                                                          : "broadcast",
+                          c.InputBytes(q), static_cast<int64_t>(c.members.size())});
+    }
+  }
+  return want;
+}
+
+void ExpectTrainingLoopFollowsTheProgram(const spec::Plan& plan, const std::vector<int>& world) {
+  const sched::StepProgram program = ProgramOf(plan, world);
+  ASSERT_TRUE(sched::CheckStepProgram(program).ok());
+  constexpr int64_t kSteps = 2;
+  const std::vector<Log> logs = RecordTraining(plan, world, kSteps);
+  ASSERT_EQ(logs.size(), world.size());
+  for (size_t r = 0; r < logs.size(); ++r) {
+    const std::vector<Call> want = ExpectedTraining(
+        program, static_cast<int>(r), testing::TinyModel().num_blocks + 2, kSteps);
+    EXPECT_TRUE(logs[r].setup == want) << "rank " << r << ": logged " << ToString(logs[r].setup)
+                                       << "\nprogram " << ToString(want);
+  }
 }
 
 // Differences between the logs and the program, one line per rank that differs; "" when equal.
@@ -204,6 +281,39 @@ TEST(StepProgramRecordTest, AMutatedTensorParallelCountFailsTheComparison) {
   sched::StepProgram alone = ProgramOf(plan, world);
   alone.ranks[3].tp_members = {};
   EXPECT_NE(Compare(logs, alone, layers).find("rank 3 set-up"), std::string::npos);
+}
+
+TEST(StepProgramRecordTest, TheTrainingLoopSendsTheBetweenStepMessages) {
+  ExpectTrainingLoopFollowsTheProgram(TwoByTwo(), {0, 1, 2, 3});
+}
+// A program whose between-step messages differ from the loop's (the metrics a rank packs, the
+// plan agreement's size) fails the comparison.
+TEST(StepProgramRecordTest, ABetweenStepMessageOfTheWrongSizeFails) {
+  const std::vector<int> world = {0, 1, 2, 3};
+  const std::vector<Log> logs = RecordTraining(TwoByTwo(), world, 2);
+  ASSERT_EQ(logs.size(), world.size());
+  const int64_t layers = testing::TinyModel().num_blocks + 2;
+  const sched::StepProgram program = ProgramOf(TwoByTwo(), world);
+  EXPECT_TRUE(logs[0].setup == ExpectedTraining(program, 0, layers, 2));
+  for (sched::StepOpKind kind :
+       {sched::StepOpKind::kMetricsAllGather, sched::StepOpKind::kPlanAgreement}) {
+    sched::StepProgram mutated = program;
+    for (sched::Collective& c : mutated.collectives) {
+      if (c.kind != kind) continue;
+      c.elements += static_cast<int64_t>(c.members.size());
+      for (int64_t& chunk : c.chunks) chunk += 1;
+    }
+    EXPECT_FALSE(logs[0].setup == ExpectedTraining(mutated, 0, layers, 2))
+        << sched::StepOpKindName(kind);
+  }
+}
+TEST(StepProgramRecordTest, TheTrainingLoopWithMixedTpAndAnIdleRank) {
+  ExpectTrainingLoopFollowsTheProgram(MixedThreeReplicas(), {0, 1, 2, 3, 4, 5, 6});
+  ExpectTrainingLoopFollowsTheProgram(
+      MakePlan({Pipeline({Stage(0, 2, true, false, {0}), Stage(2, 2, false, true, {1})}, 2, 1),
+                Pipeline({Stage(0, 4, true, true, {3})}, 2, 1)},
+               "idle"),
+      {0, 1, 2, 3});  // device 2 is idle
 }
 
 }  // namespace
