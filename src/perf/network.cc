@@ -136,18 +136,24 @@ std::vector<BytesPerSecond> FairShare(const std::vector<FlowPath>& paths,
   };
   std::vector<char> fixed(nf, 0);
   size_t remaining = nf;
+  std::vector<char> saturated(nr, 0);  // resources at their bottleneck
   while (remaining > 0) {
     // The tightest constraint per unit of weight: a resource's fair share or a flow's own cap.
     double share = std::numeric_limits<double>::infinity();
     for (size_t k = 0; k < nr; ++k) {
-      if (users[k] > 1e-12) share = std::min(share, left[k] / users[k]);
+      if (saturated[k] == 0 && users[k] > 1e-12) share = std::min(share, left[k] / users[k]);
     }
     for (size_t f = 0; f < nf; ++f) {
       if (fixed[f] == 0) share = std::min(share, (caps[f] - rate[f]) / weight(f));
     }
     share = std::max(share, 0.0);
+    // The constraints that bind now (ties within rounding): those resources saturate.
+    const double tie = share * (1 + 1e-9) + 1e-300;
+    for (size_t k = 0; k < nr; ++k) {
+      if (saturated[k] == 0 && users[k] > 1e-12 && left[k] / users[k] <= tie) saturated[k] = 1;
+    }
     // Raise every unfixed flow by its weight x `share`, then fix the flows at a saturated resource
-    // or at their cap.
+    // or at their cap. Each round saturates a resource or caps a flow, so it ends.
     for (size_t f = 0; f < nf; ++f) {
       if (fixed[f] != 0) continue;
       rate[f] += weight(f) * share;
@@ -158,12 +164,11 @@ std::vector<BytesPerSecond> FairShare(const std::vector<FlowPath>& paths,
     bool progress = false;
     for (size_t f = 0; f < nf; ++f) {
       if (fixed[f] != 0) continue;
-      bool saturated = rate[f] >= caps[f] * (1 - 1e-12);
-      for (int i = 0; i < paths[f].num_resources && !saturated; ++i) {
-        const size_t k = res(paths[f], i);
-        if (left[k] <= capacities[static_cast<size_t>(global[k])] * 1e-12) saturated = true;
+      bool done = rate[f] >= caps[f] * (1 - 1e-12);
+      for (int i = 0; i < paths[f].num_resources && !done; ++i) {
+        done = saturated[res(paths[f], i)] != 0;
       }
-      if (saturated) {
+      if (done) {
         fixed[f] = 1;
         progress = true;
         --remaining;

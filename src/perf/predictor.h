@@ -138,9 +138,8 @@ class Predictor {
       return std::max(fwd_s[pipeline][boundary], bwd_s[pipeline][boundary]);
     }
   };
-  // With the plan's stage costs ([pipeline][stage]) and sharing on, each direction's flows then
-  // also share with the other direction's, weighted by the fraction of the pipeline's cycle those
-  // take (activations and gradients leave a node in opposite phases of a micro-batch's cycle).
+  // With the plan's stage costs ([pipeline][stage]) and sharing on, the times are then refined
+  // by when transfers overlap in a walk of the action lists (boundary_times.cc).
   BoundaryTimes SolveBoundaryTimes(
       const spec::Plan& plan, const LinkRates& links = {},
       const std::vector<std::vector<StageCost>>* costs = nullptr) const;

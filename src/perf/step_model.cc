@@ -103,7 +103,8 @@ std::vector<Seconds> WalkPipeline(const std::vector<Seconds>& forward_s,
                                   const std::vector<Seconds>& ready_s,
                                   const std::vector<Seconds>& fwd_link_s,
                                   const std::vector<Seconds>& bwd_link_s, int64_t m,
-                                  spec::PipelineSchedule schedule) {
+                                  spec::PipelineSchedule schedule,
+                                  std::vector<TransferSpan>* transfers) {
   const int p = static_cast<int>(forward_s.size());
   auto built = sched::StoredSchedule(schedule, p, m);
   MOTLEY_CHECK(built.ok(), built.status().message());
@@ -144,15 +145,19 @@ std::vector<Seconds> WalkPipeline(const std::vector<Seconds>& forward_s,
           const Action& x = list[j];
           const auto xk = static_cast<size_t>(x.micro_batch);
           if (x.kind == ActionKind::kSendForward) {
-            const Seconds at = std::max(t[iu], free_fwd[iu]) + fwd_link_s[iu];
+            const Seconds from = std::max(t[iu], free_fwd[iu]);
+            const Seconds at = from + fwd_link_s[iu];
             free_fwd[iu] = at;
             arrive_fwd[iu][xk] = at;
             work.push_back(i + 1);
+            if (transfers != nullptr) transfers->push_back(TransferSpan{i, 0, from, at});
           } else if (x.kind == ActionKind::kSendBackward) {
-            const Seconds at = std::max(t[iu], free_bwd[iu - 1]) + bwd_link_s[iu - 1];
+            const Seconds from = std::max(t[iu], free_bwd[iu - 1]);
+            const Seconds at = from + bwd_link_s[iu - 1];
             free_bwd[iu - 1] = at;
             arrive_bwd[iu - 1][xk] = at;
             work.push_back(i - 1);
+            if (transfers != nullptr) transfers->push_back(TransferSpan{i - 1, 1, from, at});
           }
         }
         posted[iu] = true;
@@ -188,14 +193,15 @@ std::vector<Seconds> PipelinePhaseEnds(const std::vector<Seconds>& forward_s,
                                        const std::vector<Seconds>& ready_s,
                                        const std::vector<Seconds>& fwd_link_s,
                                        const std::vector<Seconds>& bwd_link_s,
-                                       int64_t micro_batches, spec::PipelineSchedule schedule) {
+                                       int64_t micro_batches, spec::PipelineSchedule schedule,
+                                       std::vector<TransferSpan>* transfers) {
   const size_t p = forward_s.size();
   MOTLEY_CHECK(p >= 1 && backward_s.size() == p && ready_s.size() == p &&
                    fwd_link_s.size() + 1 >= p && bwd_link_s.size() + 1 >= p &&
                    micro_batches >= 1,
                "bad pipeline phase input");
   return WalkPipeline(forward_s, backward_s, ready_s, fwd_link_s, bwd_link_s, micro_batches,
-                      schedule);
+                      schedule, transfers);
 }
 
 Seconds PipelinePhaseLowerBound(const std::vector<Seconds>& forward_s,

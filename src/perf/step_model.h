@@ -71,12 +71,23 @@ RingSteps RingStepsOf(const sched::Collective& collective, double element_bytes)
 // increment settles only after a transient that may oscillate, so extrapolating from the first
 // 2p + 4 micro-batches, as this function once did, was off by up to 6% against the event replay
 // at 64 micro-batches).
+// When a pipeline transfer occupies its link: from when it starts (its send, or the link freeing
+// up from the transfer before) to its arrival. `boundary` i joins stages i and i + 1; `dir` 0 is
+// an activation (i -> i + 1), 1 a gradient.
+struct TransferSpan {
+  int boundary = 0;
+  int dir = 0;
+  Seconds start_s = 0;
+  Seconds end_s = 0;
+};
+// `transfers` (optional): every transfer of the walk, in the order they were posted.
 std::vector<Seconds> PipelinePhaseEnds(const std::vector<Seconds>& forward_s,
                                        const std::vector<Seconds>& backward_s,
                                        const std::vector<Seconds>& ready_s,
                                        const std::vector<Seconds>& fwd_link_s,
                                        const std::vector<Seconds>& bwd_link_s,
-                                       int64_t micro_batches, spec::PipelineSchedule schedule);
+                                       int64_t micro_batches, spec::PipelineSchedule schedule,
+                                       std::vector<TransferSpan>* transfers = nullptr);
 
 // A proven lower bound on max_i PipelinePhaseEnds(...)[i] for ready_s >= 0 and links >= 0, in
 // O(p): a stage's actions run one at a time, stage i cannot start before micro-batch 0's forwards

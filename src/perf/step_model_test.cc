@@ -78,6 +78,19 @@ TEST(StepModelTest, PipelineWalkMatchesTheFormula) {
     first_stage_end.push_back(e[0]);
   }
   EXPECT_GE(first_stage_end[59] - first_stage_end[29], 30 * 6.5 - 1e-9);
+  // The walk's transfers: one per micro-batch, boundary and direction, each occupying its link
+  // for the link's time, one after another on each link.
+  std::vector<TransferSpan> spans;
+  PipelinePhaseEnds(f2, b2, r2, cf, cb, 10, spec::PipelineSchedule::k1F1B, &spans);
+  ASSERT_EQ(spans.size(), 2U * 2U * 10U);
+  std::vector<Seconds> free(4, -1.0);
+  for (const TransferSpan& t : spans) {
+    const std::vector<Seconds>& link = t.dir == 0 ? cf : cb;
+    EXPECT_NEAR(t.end_s - t.start_s, link[static_cast<size_t>(t.boundary)], 1e-12);
+    Seconds& last = free[static_cast<size_t>(t.boundary * 2 + t.dir)];
+    EXPECT_GE(t.start_s, last - 1e-12);
+    last = t.end_s;
+  }
 }
 
 TEST(StepModelTest, PipelineLowerBoundHoldsAndIsTightWithoutLinks) {
