@@ -50,27 +50,22 @@ Seconds OverlapLength(const std::vector<std::pair<Seconds, Seconds>>& a,
 // The time-average share of a resource one of `own` flows gets while other groups come and go:
 // group g, with flows_g flows, is present a fraction p_g of the time, independently of the
 // others, and while present every flow on the resource gets an equal share, so the share is
-// E[1 / (own + sum_g flows_g B_g)] with B_g ~ Bernoulli(p_g) (a transfer moving at a rate that
-// varies over its time moves bytes at the rate's time average). Exact over every combination
-// of up to 12 groups; beyond, the mean field 1 / (own + sum_g p_g flows_g).
+// E[1 / (own + S)], S = sum_g flows_g B_g with B_g ~ Bernoulli(p_g) (a transfer moving at a rate
+// that varies over its time moves bytes at the rate's time average). S's distribution is built
+// group by group over its integer values, exactly.
 double MeanShare(int own, const std::vector<std::pair<double, int>>& others) {
-  if (others.size() > 12) {
-    double sharers = own;
-    for (const auto& [p, flows] : others) sharers += p * flows;
-    return 1.0 / sharers;
+  std::vector<double> dist(1, 1.0);  // dist[s]: probability that the others add s flows
+  for (const auto& [p, flows] : others) {
+    std::vector<double> next(dist.size() + static_cast<size_t>(flows), 0.0);
+    for (size_t s = 0; s < dist.size(); ++s) {
+      next[s] += (1 - p) * dist[s];
+      next[s + static_cast<size_t>(flows)] += p * dist[s];
+    }
+    dist = std::move(next);
   }
   double mean = 0;
-  const size_t combos = size_t{1} << others.size();
-  for (size_t mask = 0; mask < combos; ++mask) {
-    double probability = 1;
-    int sharers = own;
-    for (size_t g = 0; g < others.size(); ++g) {
-      const bool present = (mask >> g & 1U) != 0;
-      probability *= present ? others[g].first : 1 - others[g].first;
-      if (present) sharers += others[g].second;
-    }
-    mean += probability / sharers;
-  }
+  for (size_t s = 0; s < dist.size(); ++s)
+    mean += dist[s] / static_cast<double>(own + static_cast<int>(s));
   return mean;
 }
 
@@ -146,17 +141,14 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       ++at_resource[paths[f].resources[static_cast<size_t>(i)]][group_of[f]];
     }
   }
-  std::map<std::pair<size_t, int>, size_t> group_index;  // (pipeline, boundary * 2 + dir)
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    group_index[{groups[gi].pipeline, static_cast<int>(groups[gi].boundary) * 2 + groups[gi].dir}] =
-        gi;
-  }
   constexpr int kRounds = 2;
   for (int round = 0; round < kRounds; ++round) {
-    // When each group's transfers occupy their link, from a walk of its pipeline (identical
-    // pipelines walked once).
-    std::vector<std::vector<std::pair<Seconds, Seconds>>> busy(groups.size());
-    std::map<std::vector<double>, std::vector<TransferSpan>> walks;
+    // When each group's transfers occupy their link, from a walk of its pipeline. Identical
+    // pipelines (lockstep replicas) are walked once and share their groups' busy lists:
+    // busy_of[g] indexes `busy`, one list per (distinct walk, boundary, direction).
+    std::map<std::vector<double>, size_t> walk_index;
+    std::vector<std::vector<std::vector<std::pair<Seconds, Seconds>>>> walks;  // [walk][b*2+dir]
+    std::vector<size_t> walk_of(np, 0);
     for (size_t k = 0; k < np; ++k) {
       const spec::PipelinePlan& pipe = plan.pipelines[k];
       std::vector<Seconds> f;
@@ -170,31 +162,58 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       }
       key.insert(key.end(), out.fwd_s[k].begin(), out.fwd_s[k].end());
       key.insert(key.end(), out.bwd_s[k].begin(), out.bwd_s[k].end());
-      auto [it, fresh] = walks.emplace(std::move(key), std::vector<TransferSpan>{});
+      auto [it, fresh] = walk_index.emplace(std::move(key), walks.size());
+      walk_of[k] = it->second;
+      if (!fresh) continue;
+      std::vector<TransferSpan> spans;
+      PipelinePhaseEnds(f, b, std::vector<Seconds>(pipe.stages.size(), 0.0), out.fwd_s[k],
+                        out.bwd_s[k], pipe.micro_batches, plan.schedule, &spans);
+      std::vector<std::vector<std::pair<Seconds, Seconds>>>& lists =
+          walks.emplace_back(2 * (pipe.stages.empty() ? 0 : pipe.stages.size() - 1));
+      for (const TransferSpan& t : spans) {
+        lists[static_cast<size_t>(t.boundary * 2 + t.dir)].emplace_back(t.start_s, t.end_s);
+      }
+      for (auto& list : lists) std::sort(list.begin(), list.end());
+    }
+    auto busy = [&](size_t g) -> const std::vector<std::pair<Seconds, Seconds>>& {
+      return walks[walk_of[groups[g].pipeline]]
+                  [groups[g].boundary * 2 + static_cast<size_t>(groups[g].dir)];
+    };
+    // Busy time per distinct list, and the fraction of x's busy time during which y is busy,
+    // per pair of distinct lists met at a resource.
+    std::map<const void*, Seconds> busy_total;
+    auto total = [&](const std::vector<std::pair<Seconds, Seconds>>& list) {
+      auto [it, fresh] = busy_total.emplace(&list, 0.0);
       if (fresh) {
-        PipelinePhaseEnds(f, b, std::vector<Seconds>(pipe.stages.size(), 0.0), out.fwd_s[k],
-                          out.bwd_s[k], pipe.micro_batches, plan.schedule, &it->second);
-        std::sort(
-            it->second.begin(), it->second.end(),
-            [](const TransferSpan& x, const TransferSpan& y) { return x.start_s < y.start_s; });
+        for (const auto& [lo, hi] : list) it->second += hi - lo;
       }
-      for (const TransferSpan& t : it->second) {
-        auto g = group_index.find({k, t.boundary * 2 + t.dir});
-        if (g != group_index.end()) busy[g->second].emplace_back(t.start_s, t.end_s);
-      }
-    }
-    std::vector<Seconds> busy_total(groups.size(), 0.0);
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      for (const auto& [lo, hi] : busy[gi]) busy_total[gi] += hi - lo;
-    }
-    // The fraction of x's busy time during which y is busy, per pair met at a resource.
-    std::map<std::pair<size_t, size_t>, double> presence;
+      return it->second;
+    };
+    std::map<std::pair<const void*, const void*>, double> presence;
     auto fraction = [&](size_t x, size_t y) {
       if (x == y) return 1.0;
-      auto [it, fresh] = presence.emplace(std::make_pair(x, y), 0.0);
-      if (fresh && busy_total[x] > 0) {
-        it->second = std::min(1.0, OverlapLength(busy[x], busy[y]) / busy_total[x]);
+      const auto& bx = busy(x);
+      const auto& by = busy(y);
+      auto [it, fresh] = presence.emplace(std::make_pair(&bx, &by), 0.0);
+      if (fresh && total(bx) > 0) it->second = std::min(1.0, OverlapLength(bx, by) / total(bx));
+      return it->second;
+    };
+    // x's share of resource r, the same for all of x's flows there.
+    std::map<std::pair<size_t, int>, double> share_at;
+    auto share = [&](size_t x, int r) {
+      auto [it, fresh] = share_at.emplace(std::make_pair(x, r), 0.0);
+      if (!fresh) return it->second;
+      // The other groups at r, each present a fraction of x's busy time, independently.
+      int own = 0;
+      std::vector<std::pair<double, int>> others;  // (presence, flows)
+      for (const auto& [y, count] : at_resource[r]) {
+        if (y == x) {
+          own = count;
+        } else if (const double p = fraction(x, y); p > 0) {
+          others.emplace_back(p, count);
+        }
       }
+      it->second = MeanShare(own, others);
       return it->second;
     };
     std::vector<Seconds> next(groups.size(), 0.0);
@@ -203,18 +222,7 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       BytesPerSecond rate = paths[f].cap;
       for (int i = 0; i < paths[f].num_resources; ++i) {
         const int r = paths[f].resources[static_cast<size_t>(i)];
-        // The other groups at r, each present a fraction of x's busy time, independently.
-        int own = 0;
-        std::vector<std::pair<double, int>> others;  // (presence, flows)
-        for (const auto& [y, count] : at_resource[r]) {
-          if (y == x) {
-            own = count;
-          } else if (const double p = fraction(x, y); p > 0) {
-            others.emplace_back(p, count);
-          }
-        }
-        rate =
-            std::min(rate, network_.capacities()[static_cast<size_t>(r)] * MeanShare(own, others));
+        rate = std::min(rate, network_.capacities()[static_cast<size_t>(r)] * share(x, r));
       }
       next[x] = std::max(next[x], paths[f].latency_s + bytes_of(groups[x]) / rate);
     }
