@@ -329,7 +329,8 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
   auto trace = std::make_shared<std::string>();
   CLI::App* sim_cmd = app.add_subcommand(
       "simulate",
-      "Replay a plan's pipeline schedule event by event (link sharing, stragglers): prints the "
+      "Replay a plan's whole training step event by event (every transfer a flow sharing the "
+      "network, stragglers, slow links): prints the "
       "iteration time beside the closed form and busy/idle time per device; optionally writes a "
       "Chrome trace.");
   AddCommon(sim_cmd, sim_args.get(), true);
