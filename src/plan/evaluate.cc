@@ -372,7 +372,16 @@ bool SameBlockSplit(const spec::PipelinePlan& a, const spec::PipelinePlan& b) {
 
 }  // namespace
 
-void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds) const {
+void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds,
+                             Moves moves) const {
+  const bool per_split = moves == Moves::kPerSplit;
+  // Whether pipeline k is the first of those with its block split.
+  auto first_of_split = [&](size_t k) {
+    for (size_t k2 = 0; k2 < k; ++k2) {
+      if (SameBlockSplit(plan->pipelines[k2], plan->pipelines[k])) return false;
+    }
+    return true;
+  };
   for (int round = 0; round < max_rounds; ++round) {
     double best = prediction->iteration_s;
     spec::Plan best_plan;
@@ -387,18 +396,21 @@ void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int
         improved = true;
       }
     };
+    // kPerSplit takes the first improving move of a round (first improvement), kEveryPipeline
+    // the best of all of them (best improvement).
+    auto round_done = [&] { return per_split && improved; };
     // One block across one stage boundary: in one pipeline, or in every pipeline with the same
     // block split at once (moving one of them alone splits the data-parallel groups of the
     // block that moves, so a better common split is not reached one pipeline at a time).
-    for (size_t k = 0; k < plan->pipelines.size(); ++k) {
+    for (size_t k = 0; k < plan->pipelines.size() && !round_done(); ++k) {
       const size_t p = plan->pipelines[k].stages.size();
       std::vector<size_t> same_split;
       for (size_t k2 = 0; k2 < plan->pipelines.size(); ++k2) {
         if (SameBlockSplit(plan->pipelines[k], plan->pipelines[k2])) same_split.push_back(k2);
       }
       const bool first_of_group = same_split.front() == k;
-      for (size_t i = 0; i + 1 < p; ++i) {
-        for (int dir = 0; dir < 2; ++dir) {
+      for (size_t i = 0; i + 1 < p && !round_done(); ++i) {
+        for (int dir = 0; dir < 2 && !round_done(); ++dir) {
           const size_t from_i = dir == 0 ? i : i + 1;
           const size_t to_i = dir == 0 ? i + 1 : i;
           if (plan->pipelines[k].stages[from_i].num_blocks <= 1) continue;
@@ -407,9 +419,11 @@ void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int
             ++cand->pipelines[k2].stages[to_i].num_blocks;
             RenumberBlocks(&cand->pipelines[k2]);
           };
-          spec::Plan alone = *plan;
-          move(&alone, k);
-          consider(alone);
+          if (!per_split || same_split.size() == 1) {
+            spec::Plan alone = *plan;
+            move(&alone, k);
+            consider(alone);
+          }
           if (same_split.size() > 1 && first_of_group) {
             spec::Plan together = *plan;
             for (size_t k2 : same_split) move(&together, k2);
@@ -418,9 +432,13 @@ void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int
         }
       }
     }
-    for (size_t k1 = 0; k1 < plan->pipelines.size(); ++k1) {
-      for (size_t k2 = 0; k2 < plan->pipelines.size(); ++k2) {
+    for (size_t k1 = 0; k1 < plan->pipelines.size() && !round_done(); ++k1) {
+      for (size_t k2 = 0; k2 < plan->pipelines.size() && !round_done(); ++k2) {
         if (k1 == k2) continue;
+        if (per_split && (SameBlockSplit(plan->pipelines[k1], plan->pipelines[k2]) ||
+                          !first_of_split(k1) || !first_of_split(k2))) {
+          continue;
+        }
         const spec::PipelinePlan& from = plan->pipelines[k1];
         if (from.micro_batches <= from.num_stages()) continue;
         spec::Plan cand = *plan;

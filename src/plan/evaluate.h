@@ -4,7 +4,8 @@
 // batches across pipelines by water-filling (min max_k T_k(m_k), m_k >= stages), then the full
 // predictor; then each stage keeps the lightest recompute its memory holds; small plans are
 // polished by a local search on the predicted iteration time (moving one block across a boundary
-// or one micro-batch between pipelines). Identical pipelines share one split computation.
+// or one micro-batch between pipelines; the planner polishes its finalists at scale, Polish with
+// Moves::kPerSplit). Identical pipelines share one split computation.
 //
 // Ownership: keeps references to the predictor and the units, which must outlive it. Thread
 // safety: Evaluate() is const and thread-safe.
@@ -51,8 +52,17 @@ class LayoutEvaluator {
   LayoutEvaluator(const perf::Predictor& predictor, const std::vector<Unit>& units,
                   perf::StragglerRates rates, perf::LinkRates links = {});
   LayoutEval Evaluate(const Layout& layout, const EvalSettings& settings) const;
-  // Local search on a complete plan (also used by the re-planner).
-  void Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds) const;
+  // Which moves Polish tries. kEveryPipeline: one block across a stage boundary in any one
+  // pipeline, and in every pipeline of the same block split at once; one micro-batch between any
+  // two pipelines. kPerSplit (plans at scale): pipelines that share a block split move blocks
+  // only together, and micro-batches move only between the first pipelines of different splits,
+  // so a round costs in proportion to distinct splits, not pipelines; and a round takes its
+  // first improving move (kEveryPipeline: the best of the round).
+  enum class Moves { kEveryPipeline, kPerSplit };
+  // Local search on a complete plan by the predicted step, at most `max_rounds` moves. Reads the
+  // plan and the predictor only (not the units).
+  void Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds,
+              Moves moves = Moves::kEveryPipeline) const;
   // Gives each stage the lightest recompute its memory holds (a lighter recompute only saves
   // time): stages whose devices have room keep fewer recomputed activations than the one choice
   // the split was made with. Kept when the re-predicted plan fits and is no slower.

@@ -574,15 +574,44 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
   if (s.top.empty()) return Explain(s, predictor, options);
   PlanReport report;
   report.ranked = s.top;
+  const sim::Simulator simulator(predictor);
+  sim::SimOptions so;
+  so.rates = options.rates;
+  so.links = options.link_rates;
+  // At scale the search polishes none of its evaluations (EvalSettings::polish_max_stages): the
+  // candidates that go on to the simulator get the local search now, moves by distinct block
+  // split, side by side. A polished plan replaces its candidate only where the simulation, the
+  // final judge, finds it faster too. Then the ranking is redone (stable: equal times keep
+  // their order).
+  const size_t finalists =
+      std::min(report.ranked.size(), static_cast<size_t>(std::max(options.confirm_top, 0)));
+  if (!s.small && options.finalist_polish_moves > 0 && finalists > 0) {
+    progress("polishing", 0.88);
+    const std::vector<Unit> no_units;  // Polish reads the plan and the predictor only
+    const LayoutEvaluator evaluator(predictor, no_units, options.rates, options.link_rates);
+    ParallelFor(finalists, s.threads, [&](size_t i) {
+      Candidate& c = report.ranked[i];
+      Candidate polished = c;
+      evaluator.Polish(&polished.plan, &polished.prediction, options.finalist_polish_moves,
+                       LayoutEvaluator::Moves::kPerSplit);
+      if (polished.prediction.iteration_s >= c.prediction.iteration_s) return;
+      const Result<sim::SimResult> was = simulator.Run(c.plan, so);
+      const Result<sim::SimResult> now = simulator.Run(polished.plan, so);
+      if (!was.ok() || !now.ok() || now->iteration_s >= was->iteration_s) return;
+      polished.description += ", polished";
+      polished.plan.comment = "motley planner: " + polished.description;
+      c = std::move(polished);
+    });
+    std::stable_sort(report.ranked.begin(), report.ranked.end(),
+                     [](const Candidate& a, const Candidate& b) {
+                       return a.prediction.iteration_s < b.prediction.iteration_s;
+                     });
+  }
   report.layouts_considered = s.layouts;
   report.evaluations = s.evaluations;
   report.evaluations_pruned = s.pruned;
   // Confirm the best few with the simulator.
   progress("simulating", 0.9);
-  const sim::Simulator simulator(predictor);
-  sim::SimOptions so;
-  so.rates = options.rates;
-  so.links = options.link_rates;
   size_t best_index = 0;
   const int confirm_top = options.confirm_top;
   // Simulated side by side, taken in rank order (the first of equals, the first error).
