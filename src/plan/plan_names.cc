@@ -13,7 +13,8 @@ std::string LayoutLegend(const std::string& indent) {
       "the groups' stage order was searched too; pipeline p stage s: stage s (0 first) of replica "
       "p",
       "[TYPE tpT, ...]: the device types used, in TP groups of T; b=B: micro-batch size; "
-      "recompute: activation recompute (none, selective, full)",
+      "recompute: activation recompute (none, selective, full); polished: improved after the "
+      "search by moving blocks and micro-batches (local search)",
   };
   std::string out;
   for (const char* l : lines) out += indent + l + "\n";
