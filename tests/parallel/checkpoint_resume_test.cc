@@ -28,12 +28,6 @@ const std::vector<double>& Uninterrupted() {
   return losses;
 }
 
-std::string FreshDir(const std::string& name) {
-  const std::string dir = TempPath(name);
-  fs::remove_all(dir);
-  return dir;
-}
-
 // Plan A: two stages, the second with TP 2, four micro-batches of 3.
 spec::Plan PlanA() {
   return MakePlan({Pipeline({Stage(0, 1, true, false, {0}), Stage(1, 3, false, true, {1, 2})},
@@ -73,7 +67,7 @@ void ExpectUninterrupted(const std::vector<double>& losses, int64_t first_step,
 
 // Plan A, checkpoints every 3 steps keeping 2, SIGTERM at step 10: stops after saving step 10.
 std::string SaveUnderPlanA() {
-  const std::string dir = FreshDir("ckpt_plan_a");
+  const std::string dir = TempPath("ckpt_plan_a");
   spec::RunFile run = TinyRun(kSteps);
   run.train.checkpoint.dir = dir;
   run.train.checkpoint.every_steps = 3;
@@ -131,7 +125,7 @@ TEST(CheckpointResumeTest, SaveUnderPlanAResumeUnderPlanB) {
 // and resume under the same plan with ZeRO-1 again (the loaded moments are sharded at the next
 // step) and under plan C without it.
 TEST(CheckpointResumeTest, ZeroOneSaveAndResume) {
-  const std::string dir = FreshDir("ckpt_zero1");
+  const std::string dir = TempPath("ckpt_zero1");
   spec::RunFile run = TinyRun(kSteps);
   run.train.checkpoint.dir = dir;
   run.train.checkpoint.every_steps = kSaveStep;
@@ -160,7 +154,7 @@ TEST(CheckpointResumeTest, ZeroOneSaveAndResume) {
 }
 
 TEST(CheckpointResumeTest, SerialSaveOnSigtermResumeUnderPlanC) {
-  const std::string dir = FreshDir("ckpt_serial");
+  const std::string dir = TempPath("ckpt_serial");
   spec::TrainSpec train = TinyTrain(kSteps);
   train.checkpoint.dir = dir;
   train.checkpoint.every_steps = 0;  // only at the end and on SIGTERM
@@ -193,7 +187,7 @@ TEST(CheckpointResumeTest, ResumeErrors) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("no_such_checkpoint"), std::string::npos);
 
-  const std::string dir = FreshDir("ckpt_short");
+  const std::string dir = TempPath("ckpt_short");
   spec::TrainSpec train = TinyTrain(2);
   train.checkpoint.dir = dir;
   options.resume.clear();

@@ -113,13 +113,15 @@ inline spec::Plan MakePlan(std::vector<spec::PipelinePlan> pipelines, std::strin
   return plan;
 }
 
-// A fresh path in the test's temporary folder.
+// A fresh path in the test's temporary folder: nothing exists there on return. The folder is
+// named by process id, so a file or folder a dead process of the same id left there (a killed
+// run, another test suite on this machine earlier) is removed whole.
 inline std::string TempPath(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("motley_parallel_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto path = dir / name;
-  std::filesystem::remove(path);
+  std::filesystem::remove_all(path);
   return path.string();
 }
 
