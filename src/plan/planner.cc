@@ -98,14 +98,16 @@ struct Search {
   int64_t evaluations = 0;
   int64_t pruned = 0;
 
+  // The ranking's order: by predicted step time.
+  static bool PredictedFaster(const Candidate& a, const Candidate& b) {
+    return a.prediction.iteration_s < b.prediction.iteration_s;
+  }
   void Offer(const Candidate& c) {
     if (static_cast<int>(top.size()) >= options.rank_top &&
         c.prediction.iteration_s >= top.back().prediction.iteration_s) {
       return;
     }
-    auto pos = std::upper_bound(top.begin(), top.end(), c, [](const Candidate& a, const Candidate& b) {
-      return a.prediction.iteration_s < b.prediction.iteration_s;
-    });
+    auto pos = std::upper_bound(top.begin(), top.end(), c, PredictedFaster);
     top.insert(pos, c);
     if (static_cast<int>(top.size()) > options.rank_top) top.pop_back();
   }
@@ -578,13 +580,15 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
   sim::SimOptions so;
   so.rates = options.rates;
   so.links = options.link_rates;
-  // At scale the search polishes none of its evaluations (EvalSettings::polish_max_stages): the
-  // candidates that go on to the simulator get the local search now, moves by distinct block
-  // split, side by side. A polished plan replaces its candidate only where the simulation, the
-  // final judge, finds it faster too. Then the ranking is redone (stable: equal times keep
-  // their order).
+  // The candidates the simulator confirms (the finalists): the first confirm_top of the ranking.
   const size_t finalists =
       std::min(report.ranked.size(), static_cast<size_t>(std::max(options.confirm_top, 0)));
+  // At scale the search polishes none of its evaluations (EvalSettings::polish_max_stages): the
+  // finalists get the local search now, moves by distinct block split, side by side. A polished
+  // plan replaces its candidate only where the simulation, the final judge, finds it faster
+  // too; the simulated time of the one kept is kept for the confirmation. Then the ranking is
+  // redone (stable: equal times keep their order). Polished finalists only move up, so the
+  // finalists stay the first `finalists` of the ranking.
   if (!s.small && options.finalist_polish_moves > 0 && finalists > 0) {
     progress("polishing", 0.88);
     const std::vector<Unit> no_units;  // Polish reads the plan and the predictor only
@@ -597,34 +601,36 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
       if (polished.prediction.iteration_s >= c.prediction.iteration_s) return;
       const Result<sim::SimResult> was = simulator.Run(c.plan, so);
       const Result<sim::SimResult> now = simulator.Run(polished.plan, so);
-      if (!was.ok() || !now.ok() || now->iteration_s >= was->iteration_s) return;
+      if (!was.ok() || !now.ok()) return;  // the confirmation reports the error
+      if (now->iteration_s >= was->iteration_s) {
+        c.simulated_s = was->iteration_s;
+        return;
+      }
+      polished.simulated_s = now->iteration_s;
       polished.description += ", polished";
       polished.plan.comment = "motley planner: " + polished.description;
       c = std::move(polished);
     });
-    std::stable_sort(report.ranked.begin(), report.ranked.end(),
-                     [](const Candidate& a, const Candidate& b) {
-                       return a.prediction.iteration_s < b.prediction.iteration_s;
-                     });
+    std::stable_sort(report.ranked.begin(), report.ranked.end(), Search::PredictedFaster);
   }
   report.layouts_considered = s.layouts;
   report.evaluations = s.evaluations;
   report.evaluations_pruned = s.pruned;
-  // Confirm the best few with the simulator.
+  // Confirm the finalists with the simulator: those the polish has not simulated, side by side;
+  // then taken in rank order (the first of equals, the first error).
   progress("simulating", 0.9);
+  std::vector<std::optional<Result<sim::SimResult>>> runs(finalists);
+  ParallelFor(finalists, s.threads, [&](size_t i) {
+    if (report.ranked[i].simulated_s <= 0)
+      runs[i].emplace(simulator.Run(report.ranked[i].plan, so));
+  });
   size_t best_index = 0;
-  const int confirm_top = options.confirm_top;
-  // Simulated side by side, taken in rank order (the first of equals, the first error).
-  const size_t confirmed =
-      std::min(report.ranked.size(), static_cast<size_t>(std::max(confirm_top, 0)));
-  std::vector<std::optional<Result<sim::SimResult>>> runs(confirmed);
-  ParallelFor(confirmed, s.threads,
-              [&](size_t i) { runs[i].emplace(simulator.Run(report.ranked[i].plan, so)); });
-  for (size_t i = 0; i < confirmed; ++i) {
-    const Result<sim::SimResult>& r = *runs[i];
-    if (!r.ok()) return r.status();
-    report.ranked[i].simulated_s = r->iteration_s;
-    if (r->iteration_s < report.ranked[best_index].simulated_s) best_index = i;
+  for (size_t i = 0; i < finalists; ++i) {
+    if (runs[i].has_value()) {
+      if (!runs[i]->ok()) return runs[i]->status();
+      report.ranked[i].simulated_s = (*runs[i])->iteration_s;
+    }
+    if (report.ranked[i].simulated_s < report.ranked[best_index].simulated_s) best_index = i;
   }
   report.best = report.ranked[best_index];
   report.tokens_per_step = predictor.train().global_batch * predictor.train().seq_len;
