@@ -12,11 +12,12 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 #include <string>
+#include <utility>
 
-#include "perf/compute_model.h"
 #include "perf/predictor.h"
-#include "perf/settings.h"
+#include "perf/run_predictor.h"
 #include "plan/planner.h"
 #include "sim/simulator.h"
 #include "spec/run_file.h"
@@ -36,9 +37,14 @@ int Run(const std::string& path) {
     std::fprintf(stderr, "%s\n", run.status().message().c_str());
     return 2;
   }
-  const perf::PerfSettings settings = perf::DefaultSettings(run->cluster, run->train);
-  const perf::RooflineComputeModel compute(run->cluster, run->model, settings);
-  const perf::Predictor predictor(run->cluster, run->model, run->train, compute, settings);
+  const int devices = run->cluster.num_devices();
+  // The predictor `motley plan` builds for the run (perf/run_predictor.h).
+  Result<std::unique_ptr<perf::RunPredictor>> models = perf::MakeRunPredictor(std::move(*run));
+  if (!models.ok()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), models.status().message().c_str());
+    return 2;
+  }
+  const perf::Predictor& predictor = *(*models)->predictor;
   plan::PlannerOptions options;
   options.threads = 0;
   options.baselines = false;
@@ -50,8 +56,7 @@ int Run(const std::string& path) {
     std::fprintf(stderr, "%s: %s\n", path.c_str(), report.status().message().c_str());
     return 1;
   }
-  std::printf("%s: %d devices, planned in %.1f s CPU\n", path.c_str(), run->cluster.num_devices(),
-              CpuSeconds() - t0);
+  std::printf("%s: %d devices, planned in %.1f s CPU\n", path.c_str(), devices, CpuSeconds() - t0);
   std::printf("  %-4s %-60s %12s %12s %9s\n", "rank", "candidate", "predicted s", "simulated s",
               "sim/pred");
   const sim::Simulator simulator(predictor);

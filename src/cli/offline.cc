@@ -10,7 +10,6 @@
 
 #include <fmt/core.h>
 
-#include "perf/profile.h"
 #include "spec/limits.h"
 
 namespace motley::cli {
@@ -70,26 +69,7 @@ Result<Straggler> ParseStraggler(std::string_view text, int num_devices) {
 Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::string& profile_path,
                                              const std::vector<std::string>& stragglers) {
   auto o = std::make_unique<Offline>();
-  o->run = std::move(run);
-  o->settings = perf::DefaultSettings(o->run.cluster, o->run.train);
-  o->roofline =
-      std::make_unique<perf::RooflineComputeModel>(o->run.cluster, o->run.model, o->settings);
-  const perf::ComputeModel* compute = o->roofline.get();
-  bool all_emulated = !o->run.cluster.device_types.empty();
-  for (const spec::DeviceType& t : o->run.cluster.device_types) all_emulated &= t.is_emulated();
-  if (all_emulated) {  // the runtime charges emulated ops from spec/op_costs.h: count them so
-    o->emulated = std::make_unique<perf::EmulatedComputeModel>(o->run.cluster, o->run.model);
-    compute = o->emulated.get();
-  }
-  if (!profile_path.empty()) {
-    MOTLEY_ASSIGN_OR_RETURN(perf::Profile profile, perf::LoadProfile(profile_path));
-    MOTLEY_RETURN_IF_ERROR(perf::CheckProfileMatchesModel(profile, o->run.model));
-    o->profiled = std::make_unique<perf::ProfiledComputeModel>(std::move(profile), o->run.cluster,
-                                                               *o->roofline);
-    compute = o->profiled.get();
-  }
-  o->predictor = std::make_unique<perf::Predictor>(o->run.cluster, o->run.model, o->run.train,
-                                                   *compute, o->settings);
+  MOTLEY_RETURN_IF_ERROR(perf::BuildRunPredictor(std::move(run), profile_path, o.get()));
   const int n = o->run.cluster.num_devices();
   for (const std::string& s : stragglers) {
     MOTLEY_ASSIGN_OR_RETURN(const Straggler entry, ParseStraggler(s, n));

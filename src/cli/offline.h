@@ -1,9 +1,7 @@
 // What the offline commands (`motley plan`, `predict`, `simulate`) and `motley train --auto-plan`
-// share: a run's predictor (the emulated op-cost model on an all-emulated cluster, a measured
-// profile when given, else the analytical kernel model perf::RooflineComputeModel; settings from
-// the cluster and the run file's train.precision / attention / sequence_parallel) and the planner
-// call that `motley plan` makes, so that `train --auto-plan` trains exactly the plan `plan`
-// writes.
+// share: a run's predictor as perf/run_predictor.h builds it, with the stragglers of the command
+// line, and the planner call that `motley plan` makes, so that `train --auto-plan` trains exactly
+// the plan `plan` writes.
 //
 // Ownership: an Offline owns the run and every model the predictor references; keep it alive
 // while the predictor is used. Thread safety: none needed (one command at a time).
@@ -16,22 +14,15 @@
 #include <vector>
 
 #include "core/status.h"
-#include "perf/compute_model.h"
-#include "perf/emulated_compute_model.h"
 #include "perf/predictor.h"
-#include "perf/settings.h"
+#include "perf/run_predictor.h"
 #include "plan/planner.h"
 #include "spec/run_file.h"
 
 namespace motley::cli {
 
-struct Offline {
-  spec::RunFile run;
-  perf::PerfSettings settings;
-  std::unique_ptr<perf::RooflineComputeModel> roofline;
-  std::unique_ptr<perf::ProfiledComputeModel> profiled;
-  std::unique_ptr<perf::EmulatedComputeModel> emulated;
-  std::unique_ptr<perf::Predictor> predictor;
+// The run's predictor (perf/run_predictor.h) and the stragglers the command line names.
+struct Offline : perf::RunPredictor {
   perf::StragglerRates rates;  // empty: no stragglers
   perf::LinkRates link_rates;  // empty: no slow links
 };

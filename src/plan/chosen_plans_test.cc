@@ -16,8 +16,7 @@
 
 #include "core/sanitized_build.h"
 #include "motley_source_dir.h"
-#include "perf/compute_model.h"
-#include "perf/predictor.h"
+#include "perf/run_predictor.h"
 #include "plan/planner.h"
 #include "sim/simulator.h"
 #include "spec/plan.h"
@@ -27,15 +26,11 @@
 namespace motley::plan {
 namespace {
 
-// A run file's predictor as `motley plan` builds it on a cluster of real device types
-// (cli/offline.cc LoadOffline: settings from the cluster and the run, the analytical kernel
-// model), and the planner's report with `motley plan`'s options (cli/offline.cc PlanOffline:
-// baselines on, the default --top 5 widened to the confirmed count, every core).
+// A run file's predictor as `motley plan` builds it (perf/run_predictor.h), and the planner's
+// report with `motley plan`'s options (cli/offline.cc PlanOffline: baselines on, the default
+// --top 5 widened to the confirmed count, every core).
 struct PlannedRun {
-  spec::RunFile run;
-  perf::PerfSettings settings;
-  std::unique_ptr<perf::RooflineComputeModel> compute;
-  std::unique_ptr<perf::Predictor> predictor;
+  std::unique_ptr<perf::RunPredictor> models;
   Result<PlanReport> report = Err("not planned");
 };
 
@@ -44,17 +39,14 @@ std::unique_ptr<PlannedRun> Planned(const std::string& run_path) {
   auto planned = std::make_unique<PlannedRun>();
   auto run = spec::LoadRunFile(std::string(MOTLEY_SOURCE_DIR) + "/" + run_path);
   MOTLEY_CHECK(run.ok(), run.status().message());
-  PlannedRun& p = *planned;
-  p.run = std::move(*run);
-  p.settings = perf::DefaultSettings(p.run.cluster, p.run.train);
-  p.compute = std::make_unique<perf::RooflineComputeModel>(p.run.cluster, p.run.model, p.settings);
-  p.predictor = std::make_unique<perf::Predictor>(p.run.cluster, p.run.model, p.run.train,
-                                                  *p.compute, p.settings);
+  auto models = perf::MakeRunPredictor(std::move(*run));
+  MOTLEY_CHECK(models.ok(), models.status().message());
+  planned->models = std::move(*models);
   PlannerOptions options;
   options.threads = 0;
   options.baselines = true;
   options.rank_top = std::max(5, options.confirm_top);
-  p.report = PlanCluster(*p.predictor, options);
+  planned->report = PlanCluster(*planned->models->predictor, options);
   return planned;
 }
 
@@ -76,9 +68,9 @@ TEST_P(ChosenPlansTest, TodaysChoiceIsNoSlowerThanTheCommittedOneOrAnyBaseline) 
   if (kSanitizedBuild) GTEST_SKIP() << "planning hundreds of devices takes minutes under ASan";
   const Case& c = GetParam();
   const std::unique_ptr<PlannedRun> planned = Planned(c.run);
-  const PlannedRun& p = *planned;
-  ASSERT_TRUE(p.report.ok()) << p.report.status().message();
-  const PlanReport& report = *p.report;
+  ASSERT_TRUE(planned->report.ok()) << planned->report.status().message();
+  const PlanReport& report = *planned->report;
+  const perf::RunPredictor& p = *planned->models;
   ASSERT_GT(report.best.simulated_s, 0) << report.best.description;
 
   const std::string plan_path =
