@@ -495,7 +495,7 @@ train:
   ASSERT_TRUE(text.ok());
   const nlohmann::json s = nlohmann::json::parse(*text);
   EXPECT_EQ(s["format"], "motley-plan-summary");
-  EXPECT_EQ(s["version"], 1);
+  EXPECT_EQ(s["version"], 2);
   EXPECT_EQ(s["cluster"]["devices"], 2);
   EXPECT_EQ(s["tokens_per_step"], 16 * 128);
   const nlohmann::json& chosen = s["chosen"];

@@ -1,11 +1,14 @@
 // CountCrossIslandTraffic on two one-node islands of 2 devices: pipelines that cross between the
 // islands send every activation and input gradient across and keep their data-parallel groups
 // inside each island; pipelines inside one island each send nothing across, and their layer
-// all-reduces span both islands.
+// all-reduces span both islands. Bytes are the modelled (bf16) ones, not the runtime's f32.
 #include "perf/cross_island.h"
 
 #include <gtest/gtest.h>
 
+#include "perf/compute_model.h"
+#include "perf/predictor.h"
+#include "perf/settings.h"
 #include "spec/model_spec.h"
 #include "spec/plan.h"
 
@@ -52,13 +55,24 @@ TEST(CrossIslandTest, CountsPipelineMessagesAndCollectivesThatSpanIslands) {
   auto model = spec::ModelPreset("tiny");
   ASSERT_TRUE(model.ok());
   const int64_t seq = 16;
-  const int64_t message = 1 * seq * model->hidden * 4;
+  spec::TrainSpec train;
+  train.seq_len = seq;
+  train.global_batch = 6;
+  const PerfSettings settings = DefaultSettings(*cluster, train);
+  const RooflineComputeModel compute(*cluster, *model, settings);
+  const Predictor predictor(*cluster, *model, train, compute, settings);
+  // Bytes as modelled: an A100 cluster trains in bf16 (2-byte activations and gradients), half
+  // the runtime's f32 step program.
+  ASSERT_EQ(ActivationElementBytes(settings), 2.0);
+  ASSERT_EQ(GradientElementBytes(settings), 2.0);
+  const int64_t message = 1 * seq * model->hidden * 2;
 
   // Stage 0 on island n0 (devices 0, 1), stage 1 on n1 (2, 3): 3 micro-batches, one activation
   // and one gradient each, per pipeline, all across; the layer groups stay in one island.
   auto across = sched::BuildStepProgram(TwoPipelines({0, 1}, {2, 3}), *model, seq);
   ASSERT_TRUE(across.ok()) << across.status().message();
-  const CrossIslandTraffic a = CountCrossIslandTraffic(*across, *cluster);
+  const CrossIslandTraffic a =
+      CountCrossIslandTraffic(*across, TwoPipelines({0, 1}, {2, 3}), predictor);
   EXPECT_EQ(a.pipeline_messages, 2 * 3 * 2);
   EXPECT_EQ(a.pipeline_bytes, 2 * 3 * 2 * message);
   EXPECT_EQ(a.collectives.count("all-reduce"), 0u);
@@ -67,7 +81,8 @@ TEST(CrossIslandTest, CountsPipelineMessagesAndCollectivesThatSpanIslands) {
   // Each pipeline inside one island: nothing crosses by p2p; every layer all-reduce spans both.
   auto inside = sched::BuildStepProgram(TwoPipelines({0, 2}, {1, 3}), *model, seq);
   ASSERT_TRUE(inside.ok()) << inside.status().message();
-  const CrossIslandTraffic b = CountCrossIslandTraffic(*inside, *cluster);
+  const CrossIslandTraffic b =
+      CountCrossIslandTraffic(*inside, TwoPipelines({0, 2}, {1, 3}), predictor);
   EXPECT_EQ(b.pipeline_messages, 0);
   EXPECT_EQ(b.pipeline_bytes, 0);
   int64_t layer_groups = 0;
@@ -76,7 +91,11 @@ TEST(CrossIslandTest, CountsPipelineMessagesAndCollectivesThatSpanIslands) {
   }
   EXPECT_GT(layer_groups, 0);
   EXPECT_EQ(b.collectives.at("all-reduce"), layer_groups);
-  EXPECT_GT(b.collective_buffer_bytes.at("all-reduce"), 0);
+  int64_t gradient_bytes = 0;  // every layer group's buffer, bf16 gradients
+  for (const sched::Collective& c : inside->collectives) {
+    if (c.kind == sched::StepOpKind::kLayerAllReduce) gradient_bytes += 2 * c.elements;
+  }
+  EXPECT_EQ(b.collective_buffer_bytes.at("all-reduce"), gradient_bytes);
 }
 
 }  // namespace

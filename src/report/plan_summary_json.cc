@@ -39,7 +39,7 @@ Result<std::string> PlanSummaryJson(const perf::Predictor& predictor,
   const double tps = report.best.TokensPerSecond(tokens);
   nlohmann::ordered_json j;
   j["format"] = "motley-plan-summary";
-  j["version"] = 1;
+  j["version"] = 2;  // 2: cross_island bytes as modelled (1: the runtime's f32 sizes)
   j["cluster"] = {{"name", cluster.name},
                   {"devices", cluster.num_devices()},
                   {"device_types", cluster.device_types.size()}};
@@ -56,7 +56,8 @@ Result<std::string> PlanSummaryJson(const perf::Predictor& predictor,
   MOTLEY_ASSIGN_OR_RETURN(
       const sched::StepProgram program,
       sched::BuildStepProgram(report.best.plan, predictor.model(), predictor.train().seq_len));
-  const perf::CrossIslandTraffic cross = perf::CountCrossIslandTraffic(program, cluster);
+  const perf::CrossIslandTraffic cross =
+      perf::CountCrossIslandTraffic(program, report.best.plan, predictor);
   nlohmann::ordered_json collectives = nlohmann::ordered_json::object();
   for (const auto& [kind, count] : cross.collectives) {
     collectives[kind] = {{"count", count},
