@@ -69,20 +69,20 @@ TEST(CrossIslandTest, CountsPipelineMessagesAndCollectivesThatSpanIslands) {
 
   // Stage 0 on island n0 (devices 0, 1), stage 1 on n1 (2, 3): 3 micro-batches, one activation
   // and one gradient each, per pipeline, all across; the layer groups stay in one island.
-  auto across = sched::BuildStepProgram(TwoPipelines({0, 1}, {2, 3}), *model, seq);
+  const spec::Plan across_plan = TwoPipelines({0, 1}, {2, 3});
+  auto across = sched::BuildStepProgram(across_plan, *model, seq);
   ASSERT_TRUE(across.ok()) << across.status().message();
-  const CrossIslandTraffic a =
-      CountCrossIslandTraffic(*across, TwoPipelines({0, 1}, {2, 3}), predictor);
+  const CrossIslandTraffic a = CountCrossIslandTraffic(*across, across_plan, predictor);
   EXPECT_EQ(a.pipeline_messages, 2 * 3 * 2);
   EXPECT_EQ(a.pipeline_bytes, 2 * 3 * 2 * message);
   EXPECT_EQ(a.collectives.count("all-reduce"), 0u);
   EXPECT_EQ(a.collectives.at("loss-norm"), 1);  // the world's collectives span both
 
   // Each pipeline inside one island: nothing crosses by p2p; every layer all-reduce spans both.
-  auto inside = sched::BuildStepProgram(TwoPipelines({0, 2}, {1, 3}), *model, seq);
+  const spec::Plan inside_plan = TwoPipelines({0, 2}, {1, 3});
+  auto inside = sched::BuildStepProgram(inside_plan, *model, seq);
   ASSERT_TRUE(inside.ok()) << inside.status().message();
-  const CrossIslandTraffic b =
-      CountCrossIslandTraffic(*inside, TwoPipelines({0, 2}, {1, 3}), predictor);
+  const CrossIslandTraffic b = CountCrossIslandTraffic(*inside, inside_plan, predictor);
   EXPECT_EQ(b.pipeline_messages, 0);
   EXPECT_EQ(b.pipeline_bytes, 0);
   int64_t layer_groups = 0;

@@ -260,9 +260,10 @@ std::vector<int> ClusterWorld(const spec::ClusterSpec& cluster);
 // rule every command applies (spec/plan.h; every error names the pipeline, stage and field,
 // prefixed with the plan's source), then spec::CheckRuntimeRunsKernels on the run file's train
 // section (a run, not a plan, asking for kernels the runtime does not run: bf16, fused attention,
-// sequence parallelism, attention dropout; `predict` and `simulate` model them). optimizer_sharding 'zero1' shards the AdamW moments
-// of every uniform data-parallel layer group (parallel/grad_sync.h); checkpoints gather them whole
-// first. Each stage's recompute (none, selective, full) runs in model::Stage.
+// sequence parallelism, attention dropout; `predict` and `simulate` model them).
+// optimizer_sharding 'zero1' shards the AdamW moments of every uniform data-parallel layer group
+// (parallel/grad_sync.h); checkpoints gather them whole first. Each stage's recompute (none,
+// selective, full) runs in model::Stage.
 Status CheckPlanForRun(const spec::RunFile& run, const spec::Plan& plan);
 
 // All ranks as threads of this process over a LocalWorld.
