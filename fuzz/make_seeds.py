@@ -59,6 +59,15 @@ copy("cluster_yaml", [ROOT / "src" / "straggler" / "testdata" / "emulated-8.yaml
 # Plans (the fixture is examples/runs/local-hetero.yaml; the others exercise the parser).
 copy("plan_json", [p for p in sorted((ROOT / "examples" / "plans").glob("*.json"))
                    if p.stat().st_size < 8192])
+# Version 3: an interleaved pipeline (2 device groups, 2 chunks each) on the fixture's 6 blocks.
+out("plan_json", "interleaved-local-hetero.json", """{"format": "motley-plan", "version": 3,
+ "schedule": "1f1b", "pipelines": [{"micro_batches": 4, "micro_batch_size": 3, "chunks": 2,
+ "stages": [
+  {"first_block": 0, "num_blocks": 2, "has_embedding": true, "devices": [0]},
+  {"first_block": 2, "num_blocks": 2, "devices": [1]},
+  {"first_block": 4, "num_blocks": 1, "devices": [0]},
+  {"first_block": 5, "num_blocks": 1, "has_head": true, "devices": [1]}]}]}
+""")
 
 # Scenarios against examples/clusters/emulated-8.yaml.
 copy("scenario", sorted((ROOT / "examples" / "scenarios").glob("*.yaml")))

@@ -1,8 +1,8 @@
-// PlanSchedules: one BuildSchedule per distinct (kind, stage count, micro-batch count) in the
-// process, kept in a locked store of at most kMaxStoredActions actions: when a new schedule
-// would pass it, the least recently used entries holding half of it are dropped, so a long search
-// over many micro-batch counts stays within ~64 MiB of lists (a plan in use keeps its own
-// schedules alive through shared pointers).
+// PlanSchedules: one BuildSchedule per distinct (kind, stage count, micro-batch count, model
+// chunks) in the process, kept in a locked store of at most kMaxStoredActions actions: when a new
+// schedule would pass it, the least recently used entries holding half of it are dropped, so a
+// long search over many micro-batch counts stays within ~64 MiB of lists (a plan in use keeps its
+// own schedules alive through shared pointers).
 #include "sched/plan_schedules.h"
 
 #include <algorithm>
@@ -16,12 +16,12 @@ namespace {
 
 constexpr size_t kMaxStoredActions = size_t{1} << 22;  // 16 bytes each
 
-using Key = std::tuple<int, int, int64_t>;  // (kind, stages, micro-batches)
+using Key = std::tuple<int, int, int64_t, int>;  // (kind, stages, micro-batches, chunks)
 
 }  // namespace
 
 Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedule kind, int stages,
-                                                            int64_t micro_batches) {
+                                                            int64_t micro_batches, int chunks) {
   struct Entry {
     std::shared_ptr<const BuiltSchedule> built;
     size_t actions = 0;
@@ -31,7 +31,7 @@ Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedu
   static std::map<Key, Entry> store;
   static size_t stored_actions = 0;
   static uint64_t clock = 0;
-  const Key key(static_cast<int>(kind), stages, micro_batches);
+  const Key key(static_cast<int>(kind), stages, micro_batches, chunks);
   {
     const std::lock_guard<std::mutex> lock(mutex);
     auto it = store.find(key);
@@ -40,7 +40,9 @@ Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedu
       return it->second.built;
     }
   }
-  MOTLEY_ASSIGN_OR_RETURN(Schedule s, BuildSchedule(kind, stages, micro_batches));
+  ScheduleOptions options;
+  options.chunks = chunks;
+  MOTLEY_ASSIGN_OR_RETURN(Schedule s, BuildSchedule(kind, stages, micro_batches, options));
   auto built = std::make_shared<BuiltSchedule>();
   built->schedule = std::move(s);
   size_t actions = 0;
@@ -71,11 +73,12 @@ Result<PlanSchedules> PlanSchedules::Build(const spec::Plan& plan) {
   const spec::PipelinePlan* previous = nullptr;
   for (const spec::PipelinePlan& pipe : plan.pipelines) {
     if (previous != nullptr && previous->num_stages() == pipe.num_stages() &&
-        previous->micro_batches == pipe.micro_batches) {
+        previous->micro_batches == pipe.micro_batches && previous->chunks == pipe.chunks) {
       out.per_pipeline_.push_back(out.per_pipeline_.back());  // replicas come in runs
     } else {
-      MOTLEY_ASSIGN_OR_RETURN(std::shared_ptr<const BuiltSchedule> s,
-                              StoredSchedule(plan.schedule, pipe.num_stages(), pipe.micro_batches));
+      MOTLEY_ASSIGN_OR_RETURN(
+          std::shared_ptr<const BuiltSchedule> s,
+          StoredSchedule(plan.schedule, pipe.num_stages(), pipe.micro_batches, pipe.chunks));
       out.per_pipeline_.push_back(std::move(s));
     }
     previous = &pipe;

@@ -1,10 +1,10 @@
-// Every pipeline's schedule of one plan, built once per distinct (kind, stage count,
-// micro-batch count) for the whole process: a plan of many identical replicas builds one action
+// Every pipeline's schedule of one plan, built once per distinct (kind, stage count, micro-batch
+// count, model chunks) for the whole process: a plan of many identical replicas builds one action
 // list, not one per replica, and the planner's thousands of candidates share the few shapes they
 // have. The step program (step_program.cc), the predictor's memory check and memory fill
-// (perf/predictor.cc), the exact pipeline walk (perf/step_model.cc) and the simulator's
-// pipeline phase (sim/simulator.cc) all take their
-// schedules from here, with each stage's in-flight and transfer-buffer counts computed once.
+// (perf/predictor.cc), the exact pipeline walk (perf/step_model.cc) and the simulator's pipeline
+// phase (sim/simulator.cc) all take their schedules from here, with each stage's in-flight and
+// transfer-buffer counts computed once.
 // Thread-safe: the process-wide store is locked, and a built schedule is immutable.
 #pragma once
 
@@ -26,15 +26,16 @@ struct BuiltSchedule {
   std::vector<int64_t> buffers_held;  // PipelineBuffersHeld per stage
 };
 
-// The process-wide store's schedule of one pipeline shape, built on first use; BuildSchedule's
-// error when it refuses the shape (errors are not stored).
+// The process-wide store's schedule of one pipeline shape (`stages` device groups, `chunks` model
+// chunks each: interleaved 1F1B when > 1), built on first use; BuildSchedule's error when it
+// refuses the shape (errors are not stored).
 Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedule kind, int stages,
-                                                            int64_t micro_batches);
+                                                            int64_t micro_batches, int chunks = 1);
 
 class PlanSchedules {
  public:
-  // Builds (or finds) plan.schedule for every pipeline of `plan`; BuildSchedule's error for the
-  // first (stages, micro-batches) it refuses.
+  // Builds (or finds) plan.schedule for every pipeline of `plan` (with its chunks);
+  // BuildSchedule's error for the first (stages, micro-batches, chunks) it refuses.
   static Result<PlanSchedules> Build(const spec::Plan& plan);
 
   // Pipeline k's schedule (k < the plan's pipeline count); valid while this object lives.

@@ -1,5 +1,5 @@
-// PlanSchedules: one schedule per distinct (stages, micro-batches), shared across plans, each
-// pipeline given the list and counts BuildSchedule's list gives, and BuildSchedule's refusal
+// PlanSchedules: one schedule per distinct (stages, micro-batches, chunks), shared across plans,
+// each pipeline given the list and counts BuildSchedule's list gives, and BuildSchedule's refusal
 // passed on.
 #include "sched/plan_schedules.h"
 
@@ -45,6 +45,33 @@ TEST(PlanSchedulesTest, OneSchedulePerDistinctShape) {
       EXPECT_EQ(s->buffers_held(k, i), PipelineBuffersHeld(*alone, static_cast<int>(i)));
     }
   }
+}
+
+// An interleaved pipeline (2 device groups, 2 chunks: 4 virtual stages) gets the interleaved
+// lists of its 2 groups, not 1F1B over 4 stages nor over 2, and a plain replica of the same
+// group count and micro-batches keeps its own.
+TEST(PlanSchedulesTest, InterleavedPipelinesGetTheirChunks) {
+  spec::Plan plan;
+  spec::PipelinePlan interleaved =
+      Pipe({Stage(0, 1, true, false, {0}), Stage(1, 1, false, false, {1}),
+            Stage(2, 1, false, false, {0}), Stage(3, 1, false, true, {1})},
+           4);
+  interleaved.chunks = 2;
+  plan.pipelines = {interleaved,
+                    Pipe({Stage(0, 2, true, false, {2}), Stage(2, 2, false, true, {3})}, 4)};
+  Result<PlanSchedules> s = PlanSchedules::Build(plan);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ScheduleOptions two_chunks;
+  two_chunks.chunks = 2;
+  Result<Schedule> alone = BuildSchedule(plan.schedule, 2, 4, two_chunks);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(s->of(0).num_chunks, 2);
+  EXPECT_EQ(s->of(0).stages, alone->stages);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(s->in_flight(0, static_cast<size_t>(i)), InFlightMicroBatches(*alone, i));
+  }
+  EXPECT_EQ(s->of(1).num_chunks, 1);
+  EXPECT_EQ(s->of(1).stages, BuildSchedule(plan.schedule, 2, 4)->stages);
 }
 
 TEST(PlanSchedulesTest, PassesOnTheScheduleError) {

@@ -63,7 +63,7 @@ class StageBuilder {
 };
 
 // Micro-batch groups of interleaved 1F1B: groups of p, or one group of m when m < 2p
-// (InterleavedMicroBatchesOk holds for every m the builder accepts).
+// (spec::InterleavedMicroBatchesOk holds for every m the builder accepts).
 int64_t GroupSize(int p, int64_t m) {
   return m < 2 * static_cast<int64_t>(p) ? m : p;
 }
@@ -133,11 +133,6 @@ int64_t InterleavedWarmup(int num_stages, int stage, int64_t num_micro_batches, 
                  static_cast<int64_t>(chunks - 1) * GroupSize(num_stages, num_micro_batches));
 }
 
-bool InterleavedMicroBatchesOk(int num_stages, int64_t num_micro_batches) {
-  return num_micro_batches < 2 * static_cast<int64_t>(num_stages) ||
-         num_micro_batches % num_stages == 0;
-}
-
 Result<Schedule> BuildSchedule(spec::PipelineSchedule kind, int num_stages,
                                int64_t num_micro_batches, const ScheduleOptions& options) {
   if (num_stages < 1)
@@ -161,7 +156,7 @@ Result<Schedule> BuildSchedule(spec::PipelineSchedule kind, int num_stages,
                "schedule: interleaving {} model chunks needs at least 2 stages, got {}", v,
                num_stages);
   }
-  if (v > 1 && !InterleavedMicroBatchesOk(num_stages, num_micro_batches)) {
+  if (v > 1 && !spec::InterleavedMicroBatchesOk(num_stages, num_micro_batches)) {
     return Err(StatusCode::kInvalidArgument,
                "schedule: interleaved 1F1B over {} stages runs a multiple of {} micro-batches, or "
                "fewer than {}; got {} (the nearest: {} or {})",

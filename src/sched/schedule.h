@@ -83,12 +83,12 @@ struct ScheduleOptions {
 //    forwards, then alternates one forward and one backward, then the remaining backwards; each
 //    compute is followed by one batch sending its result and receiving the next forward's and
 //    backward's inputs (Megatron's send_forward_backward_recv_forward_backward).
-//    Micro-batch counts (InterleavedMicroBatchesOk): multiples of p, as Megatron requires, and,
-//    generalising it, every m < 2p: one group of m (all forwards first when m <= p, warm-up
-//    2 (p - i - 1) + (v - 1) m otherwise). Other m are refused: with groups of unequal size
-//    the transfers across the wrap (device p - 1 to device 0) meet in different batches on the
-//    two sides and the lists deadlock (CheckSchedule finds it), so a planner that water-fills
-//    micro-batches rounds a pipeline's m to an accepted count.
+//    Micro-batch counts (spec::InterleavedMicroBatchesOk, the plan rule's): multiples of p, as
+//    Megatron requires, and, generalising it, every m < 2p: one group of m (all forwards first when
+//    m <= p, warm-up 2 (p - i - 1) + (v - 1) m otherwise). Other m are refused: with groups of
+//    unequal size the transfers across the wrap (device p - 1 to device 0) meet in different
+//    batches on the two sides and the lists deadlock (CheckSchedule finds it), so a planner that
+//    water-fills micro-batches rounds a pipeline's m to an accepted count.
 // m < p is accepted (1F1B then never reaches a steady state on the early stages). Errors for
 // p < 1, m < 1, chunks < 1, chunks > 1 with GPipe, a single stage or an m it does not accept.
 Result<Schedule> BuildSchedule(spec::PipelineSchedule kind, int num_stages,
@@ -117,8 +117,6 @@ int64_t OneFOneBInFlight(int num_stages, int stage, int64_t num_micro_batches);
 // Warm-up forwards of device i under interleaved 1F1B with v chunks (the builder's rule above);
 // its in-flight (micro-batch, chunk) pairs are one more, capped at m v.
 int64_t InterleavedWarmup(int num_stages, int stage, int64_t num_micro_batches, int chunks);
-// Whether interleaved 1F1B over p stages runs m micro-batches: m a multiple of p, or m < 2p.
-bool InterleavedMicroBatchesOk(int num_stages, int64_t num_micro_batches);
 
 // One line per stage, e.g. "stage 0: F0 SF0 F1 SF1 RB0 B0 ...", for logs and test failures.
 std::string ScheduleToString(const Schedule& schedule);

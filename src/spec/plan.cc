@@ -41,9 +41,15 @@ std::string_view PipelineScheduleName(PipelineSchedule s) {
 int Plan::num_devices() const {
   int n = 0;
   for (const PipelinePlan& p : pipelines) {
-    for (const StagePlan& s : p.stages) n += static_cast<int>(s.devices.size());
+    for (int i = 0; i < p.num_stages(); ++i) {
+      n += static_cast<int>(p.stages[static_cast<size_t>(i)].devices.size());
+    }
   }
   return n;
+}
+
+bool InterleavedMicroBatchesOk(int num_stages, int64_t micro_batches) {
+  return micro_batches < 2 * static_cast<int64_t>(num_stages) || micro_batches % num_stages == 0;
 }
 
 void Plan::SetRecompute(Recompute r) {
@@ -120,11 +126,22 @@ Status CheckStageDevices(const StagePlan& stage, const std::string& at, const st
   return Status::Ok();
 }
 
-// What the runtime can execute beyond the plan's structure (plan.h): one run is either all
-// emulated devices (each rank on its virtual clock) or all real ones (train/parallel_setup.cc
-// builds one kind of backend and clock per run).
+// What the runtime can execute beyond the plan's structure (plan.h): one model chunk per device
+// group (the interleaved schedule exists as action lists, sched/schedule.h, but the stage
+// executor, the step program, the predictor and the simulator do not run it yet), and one run is
+// either all emulated devices (each rank on its virtual clock) or all real ones
+// (train/parallel_setup.cc builds one kind of backend and clock per run).
 Status CheckRuntimeCapability(const Plan& plan, const ClusterSpec& cluster,
                               const std::string& file) {
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    if (plan.pipelines[p].chunks > 1) {
+      return Err(
+          "{}: pipelines[{}].chunks: interleaved 1F1B ({} model chunks per device group) "
+          "is not run by this build yet: the runtime, the predictor and the simulator run "
+          "one chunk per device group; use chunks 1",
+          file, p, plan.pipelines[p].chunks);
+    }
+  }
   const StagePlan* first_stage = nullptr;
   std::string first_at;
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
@@ -150,6 +167,43 @@ Status CheckRuntimeCapability(const Plan& plan, const ClusterSpec& cluster,
   return Status::Ok();
 }
 
+// The interleaving of one pipeline (plan.h PipelinePlan): chunks >= 1; with chunks > 1 the 1F1B
+// schedule, a whole number of device groups, at least 2 of them, and a micro-batch count the
+// interleaved schedule runs.
+Status CheckInterleaving(const PipelinePlan& pipe, PipelineSchedule schedule,
+                         const std::string& pat, const std::string& file) {
+  const int v = pipe.chunks;
+  if (v < 1) return Err("{}: {}.chunks: must be positive, got {}", file, pat, v);
+  if (v == 1) return Status::Ok();
+  if (schedule != PipelineSchedule::k1F1B) {
+    return Err(
+        "{}: {}.chunks: {} model chunks per device group need schedule 1f1b "
+        "(interleaved 1F1B), the plan's is {}",
+        file, pat, v, PipelineScheduleName(schedule));
+  }
+  const size_t n = pipe.stages.size();
+  if (n % static_cast<size_t>(v) != 0) {
+    return Err(
+        "{}: {}.stages: {} virtual stages are not a whole number of device groups of {} "
+        "chunks each",
+        file, pat, n, v);
+  }
+  const int p = pipe.num_stages();
+  if (p < 2) {
+    return Err(
+        "{}: {}.chunks: interleaving needs at least 2 device groups, got {} ({} virtual "
+        "stages / {} chunks)",
+        file, pat, p, n, v);
+  }
+  if (pipe.micro_batches >= p && !InterleavedMicroBatchesOk(p, pipe.micro_batches)) {
+    return Err(
+        "{}: {}.micro_batches: interleaved 1F1B over {} device groups runs a multiple of "
+        "{} micro-batches, or fewer than {}; got {}",
+        file, pat, p, p, 2 * p, pipe.micro_batches);
+  }
+  return Status::Ok();
+}
+
 Status ValidatePlanImpl(const Plan& plan, const ClusterSpec& cluster, const ModelSpec& model,
                         const TrainSpec& train) {
   const std::string file = plan.source.empty() ? std::string("plan") : plan.source;
@@ -160,6 +214,8 @@ Status ValidatePlanImpl(const Plan& plan, const ClusterSpec& cluster, const Mode
     const PipelinePlan& pipe = plan.pipelines[p];
     const std::string pat = fmt::format("pipelines[{}]", p);
     if (pipe.stages.empty()) return Err("{}: {}.stages: at least one stage needed", file, pat);
+    MOTLEY_RETURN_IF_ERROR(CheckInterleaving(pipe, plan.schedule, pat, file));
+    const int p_groups = pipe.num_stages();
     if (pipe.micro_batch_size < 1) {
       return Err("{}: {}.micro_batch_size: must be positive, got {}", file, pat,
                  pipe.micro_batch_size);
@@ -213,7 +269,19 @@ Status ValidatePlanImpl(const Plan& plan, const ClusterSpec& cluster, const Mode
       if (stage.num_blocks == 0 && !stage.has_embedding && !stage.has_head) {
         return Err("{}: {}.num_blocks: the stage holds nothing", file, at);
       }
-      MOTLEY_RETURN_IF_ERROR(CheckStageDevices(stage, at, file, cluster, model, &owner));
+      if (static_cast<int>(s) < p_groups) {
+        MOTLEY_RETURN_IF_ERROR(CheckStageDevices(stage, at, file, cluster, model, &owner));
+      } else {  // a later model chunk of device group s mod p
+        const StagePlan& group = pipe.stages[s % static_cast<size_t>(p_groups)];
+        if (stage.devices != group.devices || stage.tp_degree != group.tp_degree) {
+          return Err(
+              "{}: {}.devices: virtual stage {} runs on device group {} (chunks {}), whose "
+              "devices are [{}] at tp_degree {}; got [{}] at tp_degree {}",
+              file, at, s, s % static_cast<size_t>(p_groups), pipe.chunks,
+              fmt::join(group.devices, ", "), group.tp_degree, fmt::join(stage.devices, ", "),
+              stage.tp_degree);
+        }
+      }
       next_block = stage.end_block();
     }
     if (next_block != model.num_blocks) {

@@ -1,11 +1,13 @@
 // Plan: how a model is laid out on a cluster (docs/formats/plan.md): pipelines (data-parallel
 // replicas, possibly of different shapes), each an ordered list of stages (a contiguous block range
 // on a TP group of devices), the pipeline's micro-batch count and size, the pipeline schedule,
-// recompute per stage and optimizer sharding. Written by the planner or by hand as versioned JSON
-// ("format": "motley-plan", "version": 2; version 1, with one plan-level recompute, is still
+// recompute per stage, optimizer sharding and, per pipeline, the model chunks of the interleaved
+// 1F1B schedule. Written by the planner or by hand as versioned JSON ("format": "motley-plan",
+// "version": 3 for an interleaved plan, else 2; version 1, with one plan-level recompute, is still
 // read), read by the runtime and the simulator. Plain value types.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -43,12 +45,21 @@ struct StagePlan {
   int64_t end_block() const { return first_block + num_blocks; }
 };
 
+// A pipeline of p stages (device groups). Interleaved 1F1B (chunks v > 1, sched/schedule.h):
+// `stages` lists the p * v virtual stages in model order, and virtual stage s runs on the devices
+// of stage s mod p (ValidatePlan checks that they list the same devices), so device group i holds
+// model chunks s = i, i + p, ..., each a contiguous block range. With v = 1, stages are the device
+// groups and p = stages.size().
 struct PipelinePlan {
-  std::vector<StagePlan> stages;  // in pipeline order
+  std::vector<StagePlan> stages;  // in model order: p * chunks entries
   int64_t micro_batches = 1;      // m: micro-batches per step through this pipeline
   int64_t micro_batch_size = 1;   // b: sequences per micro-batch
+  int chunks = 1;                 // v: model chunks per device group (interleaved 1F1B when > 1)
 
-  int num_stages() const { return static_cast<int>(stages.size()); }
+  // p: device groups (pipeline stages). A plan whose stage count chunks does not divide fails
+  // ValidatePlan; until then this rounds down.
+  int num_stages() const { return static_cast<int>(stages.size()) / std::max(chunks, 1); }
+  int num_virtual_stages() const { return static_cast<int>(stages.size()); }  // p * v
   int64_t samples_per_step() const { return micro_batches * micro_batch_size; }
 };
 
@@ -59,7 +70,7 @@ struct Plan {
   std::string comment;     // free text (who wrote it, why); round-trips through JSON
   std::string source;      // file the plan was read from, for error messages; not serialized
 
-  int num_devices() const;  // devices used by all stages
+  int num_devices() const;  // devices used by all stages (each device group counted once)
   // Sets every stage's recompute (a plan-level choice, as plan format version 1 had).
   void SetRecompute(Recompute r);
 };
@@ -69,6 +80,11 @@ struct Plan {
 Recompute HeaviestRecompute(const Plan& plan);
 // "none", "full", ... when every stage agrees; "per stage" otherwise (for summaries).
 std::string RecomputeSummary(const Plan& plan);
+
+// Whether interleaved 1F1B over `num_stages` device groups runs `micro_batches` per step: a
+// multiple of the stage count (as Megatron-LM requires) or fewer than twice it
+// (sched::BuildSchedule says why no other count).
+bool InterleavedMicroBatchesOk(int num_stages, int64_t micro_batches);
 
 // Reads a plan file. Errors: "<path>: <field path>: <reason>". Structure only; see ValidatePlan.
 Result<Plan> LoadPlan(const std::string& path);
@@ -86,13 +102,17 @@ Status SavePlan(const Plan& plan, const std::string& path);
 // the first and head on the last stage only; every device exists and is used once in the whole
 // plan; tp_degree == devices.size() and divides heads, kv heads, ffn width and vocabulary; a
 // stage's devices share one node and one type; micro_batches >= number of stages; sum over
-// pipelines of micro_batches * micro_batch_size == train.global_batch -- and what the runtime
-// can execute: the plan's devices are all emulated or all real (one run has one kind of clock,
-// docs/architecture.md §6). Every schedule, recompute mode (per stage) and optimizer sharding of the format
-// runs. Not covered: what this build or host lacks (a CUDA device without a CUDA build) and
-// memory capacity, which `predict` reports and the runtime enforces.
-// Errors name pipeline, stage and field, prefixed with Plan::source (or "plan"):
-// "plan.json: pipelines[1].stages[2].devices: device 7 is already used by pipelines[0].stages[3]".
+// pipelines of micro_batches * micro_batch_size == train.global_batch; interleaved pipelines
+// (chunks > 1) on the 1F1B schedule with at least 2 stages, their virtual stages on their device
+// groups and an accepted micro-batch count -- and what the runtime can execute: the plan's
+// devices are all emulated or all real (one run has one kind of clock, docs/architecture.md §6),
+// and no pipeline is interleaved (the runtime, step program, predictor and simulator run one
+// model chunk per device group; the format and this rule are ready for them). Every schedule,
+// recompute mode (per stage) and optimizer sharding of the format runs. Not covered: what this
+// build or host lacks (a CUDA device without a CUDA build) and memory capacity, which `predict`
+// reports and the runtime enforces. Errors name pipeline, stage and field, prefixed with
+// Plan::source (or "plan"): "plan.json: pipelines[1].stages[2].devices: device 7 is already used by
+// pipelines[0].stages[3]".
 Status ValidatePlan(const Plan& plan, const ClusterSpec& cluster, const ModelSpec& model,
                     const TrainSpec& train);
 

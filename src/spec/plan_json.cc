@@ -1,6 +1,8 @@
-// Plan <-> versioned JSON (docs/formats/plan.md). nlohmann exceptions stop here. Version 2 sets
-// recompute per stage (stages[].recompute); version 1 had one plan-level `recompute`, which is
-// read as every stage's. Writing emits version 2.
+// Plan <-> versioned JSON (docs/formats/plan.md). nlohmann exceptions stop here. Version 3 adds
+// a pipeline's `chunks` (interleaved 1F1B); version 2 sets recompute per stage
+// (stages[].recompute); version 1 had one plan-level `recompute`, which is read as every stage's.
+// Writing emits version 3 when a pipeline is interleaved and version 2 otherwise, so a reader of
+// version 2 keeps reading every plan it can express.
 #include <initializer_list>
 #include <limits>
 #include <string>
@@ -18,8 +20,9 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kFormat = "motley-plan";
-constexpr int64_t kVersion = 2;            // written
-constexpr int64_t kOldestReadVersion = 1;  // read: 1 (plan-level recompute) and 2
+constexpr int64_t kNewestVersion = 3;      // read, and written for interleaved plans
+constexpr int64_t kPlainVersion = 2;       // written when no pipeline is interleaved
+constexpr int64_t kOldestReadVersion = 1;  // read: 1 (plan-level recompute), 2 and 3
 
 std::string Describe(const json& j) {
   std::string text = j.dump();
@@ -156,8 +159,20 @@ Result<StagePlan> ParseStage(const json& j, const std::string& file, const std::
 Result<PipelinePlan> ParsePipeline(const json& j, const std::string& file, const std::string& path,
                                    int64_t version) {
   MOTLEY_ASSIGN_OR_RETURN(const Obj obj, Obj::Make(j, file, path));
-  MOTLEY_RETURN_IF_ERROR(obj.CheckKeys({"micro_batches", "micro_batch_size", "stages"}));
+  if (version >= 3) {
+    MOTLEY_RETURN_IF_ERROR(
+        obj.CheckKeys({"micro_batches", "micro_batch_size", "chunks", "stages"}));
+  } else {
+    MOTLEY_RETURN_IF_ERROR(obj.CheckKeys({"micro_batches", "micro_batch_size", "stages"}));
+  }
   PipelinePlan p;
+  if (obj.Has("chunks")) {
+    MOTLEY_ASSIGN_OR_RETURN(const int64_t chunks, obj.Int("chunks"));
+    if (chunks < 1 || chunks > std::numeric_limits<int>::max()) {
+      return obj.Error("chunks", fmt::format("must be a positive count, got {}", chunks));
+    }
+    p.chunks = static_cast<int>(chunks);
+  }
   MOTLEY_ASSIGN_OR_RETURN(p.micro_batches, obj.Int("micro_batches"));
   if (p.micro_batches < 1) {
     return obj.Error("micro_batches", fmt::format("must be positive, got {}", p.micro_batches));
@@ -189,13 +204,13 @@ Result<Plan> ParsePlanImpl(std::string_view json_text, std::string_view name) {
     return obj.Error("format", fmt::format("expected '{}', got '{}'", kFormat, format));
   }
   MOTLEY_ASSIGN_OR_RETURN(const int64_t version, obj.Int("version"));
-  if (version < kOldestReadVersion || version > kVersion) {
+  if (version < kOldestReadVersion || version > kNewestVersion) {
     return obj.Error("version", fmt::format("unsupported version {} (this build reads {} to {})",
-                                            version, kOldestReadVersion, kVersion));
+                                            version, kOldestReadVersion, kNewestVersion));
   }
   if (version >= 2 && obj.Has("recompute")) {
     return obj.Error("recompute",
-                     "version 2 sets recompute per stage (pipelines[].stages[].recompute); a "
+                     "versions 2 and 3 set recompute per stage (pipelines[].stages[].recompute); a "
                      "plan-level value is version 1 only");
   }
   Plan plan;
@@ -238,7 +253,9 @@ Result<Plan> LoadPlan(const std::string& path) {
 std::string PlanToJson(const Plan& plan) {
   nlohmann::ordered_json root = nlohmann::ordered_json::object();
   root["format"] = kFormat;
-  root["version"] = kVersion;
+  bool interleaved = false;
+  for (const PipelinePlan& p : plan.pipelines) interleaved = interleaved || p.chunks > 1;
+  root["version"] = interleaved ? kNewestVersion : kPlainVersion;
   root["schedule"] = PipelineScheduleName(plan.schedule);
   root["optimizer_sharding"] = OptimizerShardingName(plan.optimizer_sharding);
   if (!plan.comment.empty()) root["comment"] = plan.comment;
@@ -247,6 +264,7 @@ std::string PlanToJson(const Plan& plan) {
     nlohmann::ordered_json pj = nlohmann::ordered_json::object();
     pj["micro_batches"] = p.micro_batches;
     pj["micro_batch_size"] = p.micro_batch_size;
+    if (p.chunks > 1) pj["chunks"] = p.chunks;
     nlohmann::ordered_json stages = nlohmann::ordered_json::array();
     for (const StagePlan& s : p.stages) {
       nlohmann::ordered_json sj = nlohmann::ordered_json::object();

@@ -1,5 +1,5 @@
-// Plan: JSON round trip (version 2, per-stage recompute; version 1 still read), ValidatePlan's
-// rules (one test per rule, exact messages), UniformPlan.
+// Plan: JSON round trip (version 2, per-stage recompute; version 1 still read; version 3 with
+// interleaved pipelines), ValidatePlan's rules (one test per rule, exact messages), UniformPlan.
 #include "spec/plan.h"
 
 #include <gtest/gtest.h>
@@ -129,7 +129,7 @@ TEST(PlanTest, RecomputeKeysBelongToTheirVersion) {
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(ok->pipelines[0].stages[0].recompute, Recompute::kSelective);
   EXPECT_EQ(ParsePlan(text(2, ", \"recompute\": \"full\"", stage), "p.json").status().message(),
-            "p.json: recompute: version 2 sets recompute per stage "
+            "p.json: recompute: versions 2 and 3 set recompute per stage "
             "(pipelines[].stages[].recompute); a plan-level value is version 1 only");
   EXPECT_EQ(ParsePlan(text(1, "", stage), "p.json")
                 .status()
@@ -141,8 +141,8 @@ TEST(PlanTest, RecomputeKeysBelongToTheirVersion) {
   EXPECT_EQ(ParsePlan(text(2, "", bad), "p.json").status().message(),
             "p.json: pipelines[0].stages[0].recompute: unknown value 'partial' (known: none, "
             "selective, full)");
-  EXPECT_EQ(ParsePlan(text(3, "", stage), "p.json").status().message(),
-            "p.json: version: unsupported version 3 (this build reads 1 to 2)");
+  EXPECT_EQ(ParsePlan(text(4, "", stage), "p.json").status().message(),
+            "p.json: version: unsupported version 4 (this build reads 1 to 3)");
 }
 
 // The runtime's capability is part of the one rule: a run is all emulated or all real devices.
@@ -244,6 +244,91 @@ TEST(PlanTest, MicroBatchesAndGlobalBatch) {
                              "over all pipelines, but train.global_batch is 16");
   p.pipelines.clear();
   EXPECT_EQ(Validate(p), "plan.json: pipelines: at least one pipeline needed");
+}
+
+// Pipeline 0 of GoodPlan interleaved: device groups 0 | 1, two chunks each (virtual stages
+// 0 1 | 2 3 hold blocks 0 | 1 | 2 | 3), 4 micro-batches; pipeline 1 as in GoodPlan.
+Plan InterleavedPlan() {
+  Plan p = GoodPlan();
+  PipelinePlan& a = p.pipelines[0];
+  a.chunks = 2;
+  a.stages = {Stage(0, 1, true, false, {0}), Stage(1, 1, false, false, {1}),
+              Stage(2, 1, false, false, {0}), Stage(3, 1, false, true, {1})};
+  return p;
+}
+
+TEST(PlanTest, InterleavedPipelineRoundTripsAsVersionThree) {
+  const Plan p = InterleavedPlan();
+  EXPECT_EQ(p.pipelines[0].num_stages(), 2);
+  EXPECT_EQ(p.pipelines[0].num_virtual_stages(), 4);
+  EXPECT_EQ(p.num_devices(), 6);  // each device group once
+  const std::string json = PlanToJson(p);
+  EXPECT_NE(json.find("\"version\": 3"), std::string::npos);
+  EXPECT_NE(json.find("\"chunks\": 2"), std::string::npos);
+  Result<Plan> back = ParsePlan(json, "i.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->pipelines[0].chunks, 2);
+  EXPECT_EQ(back->pipelines[1].chunks, 1);
+  EXPECT_EQ(PlanToJson(*back), json);
+  // A plan without interleaving is still written as version 2, which older readers read.
+  EXPECT_NE(PlanToJson(GoodPlan()).find("\"version\": 2"), std::string::npos);
+  EXPECT_EQ(PlanToJson(GoodPlan()).find("chunks"), std::string::npos);
+  // `chunks` is a version 3 key, and a positive count.
+  std::string v2 = json;
+  v2.replace(v2.find("\"version\": 3"), 12, "\"version\": 2");
+  EXPECT_EQ(ParsePlan(v2, "i.json")
+                .status()
+                .message()
+                .rfind("i.json: pipelines[0].chunks: unknown key", 0),
+            0u);
+  std::string zero = json;
+  zero.replace(zero.find("\"chunks\": 2"), 11, "\"chunks\": 0");
+  EXPECT_EQ(ParsePlan(zero, "i.json").status().message(),
+            "i.json: pipelines[0].chunks: must be a positive count, got 0");
+}
+
+// A well-formed interleaved plan passes every structural rule and is then refused by the runtime
+// capability, the same for every command; each structural rule names its field.
+TEST(PlanTest, InterleavingRules) {
+  EXPECT_EQ(Validate(InterleavedPlan()),
+            "plan.json: pipelines[0].chunks: interleaved 1F1B (2 model chunks per device group) "
+            "is not run by this build yet: the runtime, the predictor and the simulator run one "
+            "chunk per device group; use chunks 1");
+  Plan gpipe = InterleavedPlan();
+  gpipe.schedule = PipelineSchedule::kGPipe;
+  EXPECT_EQ(Validate(gpipe),
+            "plan.json: pipelines[0].chunks: 2 model chunks per device group need schedule 1f1b "
+            "(interleaved 1F1B), the plan's is gpipe");
+  Plan uneven = InterleavedPlan();
+  uneven.pipelines[0].chunks = 3;
+  EXPECT_EQ(Validate(uneven),
+            "plan.json: pipelines[0].stages: 4 virtual stages are not a whole number of device "
+            "groups of 3 chunks each");
+  Plan one_group = InterleavedPlan();
+  one_group.pipelines[0].chunks = 4;
+  EXPECT_EQ(Validate(one_group),
+            "plan.json: pipelines[0].chunks: interleaving needs at least 2 device groups, got 1 "
+            "(4 virtual stages / 4 chunks)");
+  Plan wrong_group = InterleavedPlan();
+  wrong_group.pipelines[0].stages[3].devices = {4};
+  EXPECT_EQ(Validate(wrong_group),
+            "plan.json: pipelines[0].stages[3].devices: virtual stage 3 runs on device group 1 "
+            "(chunks 2), whose devices are [1] at tp_degree 1; got [4] at tp_degree 1");
+  // Micro-batches: a multiple of the 2 device groups, or fewer than 4 (5 is neither); the
+  // batch is kept whole by moving samples to pipeline 1.
+  Plan odd = InterleavedPlan();
+  odd.pipelines[0].micro_batches = 5;
+  odd.pipelines[0].micro_batch_size = 1;
+  odd.pipelines[1].micro_batches = 7;
+  EXPECT_EQ(Validate(odd),
+            "plan.json: pipelines[0].micro_batches: interleaved 1F1B over 2 device groups runs "
+            "a multiple of 2 micro-batches, or fewer than 4; got 5");
+  // The micro-batch floor counts device groups, not virtual stages: 3 micro-batches over 2
+  // groups pass the structure (and meet the capability refusal).
+  Plan three = odd;
+  three.pipelines[0].micro_batches = 3;
+  three.pipelines[1].micro_batches = 9;
+  EXPECT_NE(Validate(three).find("pipelines[0].chunks: interleaved 1F1B"), std::string::npos);
 }
 
 TEST(PlanTest, UniformPlanIsMegatronOrdered) {

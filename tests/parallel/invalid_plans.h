@@ -43,6 +43,15 @@ islands:
 )";
 }
 
+// ValidPlan's second replica (devices 4 | 5, 2 micro-batches) as interleaved 1F1B with 2 chunks:
+// virtual stages 0-3 hold one block each, on devices 4, 5, 4, 5.
+inline void InterleaveSecondPipeline(spec::Plan& plan) {
+  spec::PipelinePlan& pipe = plan.pipelines[1];
+  pipe.chunks = 2;
+  pipe.stages = {Stage(0, 1, true, false, {4}), Stage(1, 1, false, false, {5}),
+                 Stage(2, 1, false, false, {4}), Stage(3, 1, false, true, {5})};
+}
+
 struct InvalidPlanCase {
   std::string name;
   std::function<void(spec::Plan&)> breaks;
@@ -112,6 +121,15 @@ inline std::vector<InvalidPlanCase> InvalidPlanCases() {
        [](P& p) { p.pipelines[1].stages.clear(); },
        {"pipelines[1].stages"}},
       {"no pipelines", [](P& p) { p.pipelines.clear(); }, {"pipelines"}},
+      {"interleaved pipeline (structure valid, not run yet)",
+       [](P& p) { InterleaveSecondPipeline(p); },
+       {"pipelines[1].chunks", "not run by this build yet"}},
+      {"virtual stage off its device group",
+       [](P& p) {
+         InterleaveSecondPipeline(p);
+         p.pipelines[1].stages[3].devices = {6};
+       },
+       {"pipelines[1].stages[3].devices", "device group 1"}},
       {"emulated and real devices mixed",
        [](P&) {},
        {"pipelines[1].stages[0].devices", "all emulated or all real"},
