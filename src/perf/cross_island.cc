@@ -2,6 +2,7 @@
 #include "perf/cross_island.h"
 
 #include <set>
+#include <vector>
 
 namespace motley::perf {
 
@@ -17,13 +18,20 @@ CrossIslandTraffic CountCrossIslandTraffic(const sched::StepProgram& program,
     const int here = island_of_rank(r.rank);
     const auto message = static_cast<int64_t>(predictor.ActivationMessageBytes(
         plan.pipelines[static_cast<size_t>(r.pipeline)].micro_batch_size));
-    int64_t forward_away = 0;
-    int64_t backward_away = 0;
-    for (int dst : r.forward_destinations) forward_away += island_of_rank(dst) != here ? 1 : 0;
-    for (int dst : r.backward_destinations) backward_away += island_of_rank(dst) != here ? 1 : 0;
+    std::vector<int64_t> forward_away(r.chunks.size(), 0);  // by model chunk
+    std::vector<int64_t> backward_away(r.chunks.size(), 0);
+    for (size_t c = 0; c < r.chunks.size(); ++c) {
+      for (int dst : r.chunks[c].forward_destinations) {
+        forward_away[c] += island_of_rank(dst) != here ? 1 : 0;
+      }
+      for (int dst : r.chunks[c].backward_destinations) {
+        backward_away[c] += island_of_rank(dst) != here ? 1 : 0;
+      }
+    }
     for (const sched::Action& a : r.actions) {
-      const int64_t away = a.kind == sched::ActionKind::kSendForward    ? forward_away
-                           : a.kind == sched::ActionKind::kSendBackward ? backward_away
+      const auto c = static_cast<size_t>(a.chunk);
+      const int64_t away = a.kind == sched::ActionKind::kSendForward    ? forward_away[c]
+                           : a.kind == sched::ActionKind::kSendBackward ? backward_away[c]
                                                                         : 0;
       out.pipeline_messages += away;
       out.pipeline_bytes += away * message;

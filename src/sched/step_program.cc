@@ -110,49 +110,58 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     const Schedule& schedule = schedules.of(k);
-    for (size_t i = 0; i < pipe.stages.size(); ++i) {
-      const spec::StagePlan& stage = pipe.stages[i];
+    const size_t p = static_cast<size_t>(pipe.num_stages());  // device groups
+    // Virtual stage s is chunk s / p of device group s % p (s = i without interleaving).
+    for (size_t s = 0; s < pipe.stages.size(); ++s) {
+      const spec::StagePlan& stage = pipe.stages[s];
+      const size_t i = s % p;
       for (size_t j = 0; j < stage.devices.size(); ++j) {
         const int device = stage.devices[j];
         if (device < 0 || rank_of_device[static_cast<size_t>(device)] < 0) {
-          return Err("step program: pipelines[{}].stages[{}] uses device {}, which is not in "
-                     "the world",
-                     k, i, stage.devices[j]);
+          return Err(
+              "step program: pipelines[{}].stages[{}] uses device {}, which is not in "
+              "the world",
+              k, s, stage.devices[j]);
         }
         RankStep& rs =
             program.ranks[static_cast<size_t>(rank_of_device[static_cast<size_t>(device)])];
-        rs.pipeline = static_cast<int>(k);
-        rs.stage = static_cast<int>(i);
-        rs.tp_rank = static_cast<int>(j);
-        rs.tp_degree = stage.tp_degree;
-        if (options.with_actions) rs.actions = schedule.stages[i];
-        rs.message_bytes = 4 * pipe.micro_batch_size * seq_len * model.hidden;
+        if (s < p) {  // the device group's first chunk: the rank's own fields
+          rs.pipeline = static_cast<int>(k);
+          rs.stage = static_cast<int>(i);
+          rs.tp_rank = static_cast<int>(j);
+          rs.tp_degree = stage.tp_degree;
+          if (options.with_actions) rs.actions = schedule.stages[i];
+          rs.message_bytes = 4 * pipe.micro_batch_size * seq_len * model.hidden;
+          rs.chunks.resize(static_cast<size_t>(pipe.chunks));
+        }
+        ChunkStep& chunk = rs.chunks[s / p];
+        chunk.virtual_stage = static_cast<int>(s);
         if (stage.tp_degree > 1) {
-          rs.tp_all_reduces = TpAllReducesPerMicroBatch(stage.num_blocks, stage.recompute);
+          chunk.tp_all_reduces = TpAllReducesPerMicroBatch(stage.num_blocks, stage.recompute);
         }
       }
-      if (stage.tp_degree > 1) {  // every member's list, once all are known to be in the world
+      if (s < p && stage.tp_degree > 1) {  // every member's list, once all are in the world
         std::vector<int> members;
         for (int device : stage.devices) members.push_back(rank_of(device));
         for (int r : members) program.ranks[static_cast<size_t>(r)].tp_members = members;
       }
     }
-    // Peers over each stage boundary (spec/plan_topology.h), as world ranks.
+    // Peers over each virtual stage boundary (spec/plan_topology.h), as world ranks.
     auto rank_at = [&](const spec::StagePlan& stage, int tp) {
       return rank_of(stage.devices[static_cast<size_t>(tp)]);
     };
-    for (size_t i = 0; i + 1 < pipe.stages.size(); ++i) {
-      const spec::StagePlan& a = pipe.stages[i];
-      const spec::StagePlan& b = pipe.stages[i + 1];
+    for (size_t s = 0; s + 1 < pipe.stages.size(); ++s) {
+      const spec::StagePlan& a = pipe.stages[s];
+      const spec::StagePlan& b = pipe.stages[s + 1];
       for (int x = 0; x < a.tp_degree; ++x) {
-        RankStep& sender = program.ranks[static_cast<size_t>(rank_at(a, x))];
+        ChunkStep& sender = program.ranks[static_cast<size_t>(rank_at(a, x))].chunks[s / p];
         for (int j : spec::BoundaryReceivers(x, a.tp_degree, b.tp_degree)) {
           sender.forward_destinations.push_back(rank_at(b, j));
         }
         sender.backward_source = rank_at(b, spec::BoundaryPeer(x, b.tp_degree));
       }
       for (int j = 0; j < b.tp_degree; ++j) {
-        RankStep& receiver = program.ranks[static_cast<size_t>(rank_at(b, j))];
+        ChunkStep& receiver = program.ranks[static_cast<size_t>(rank_at(b, j))].chunks[(s + 1) / p];
         receiver.forward_source = rank_at(a, spec::BoundaryPeer(j, a.tp_degree));
         for (int x : spec::BoundaryReceivers(j, b.tp_degree, a.tp_degree)) {
           receiver.backward_destinations.push_back(rank_at(a, x));
@@ -306,9 +315,12 @@ Status CheckStepProgram(const StepProgram& program) {
     }
     for (int r : rs.tp_members) {
       const RankStep& other = program.ranks.at(static_cast<size_t>(r));
-      if (other.tp_members != rs.tp_members ||
-          other.tp_all_reduces.forward != rs.tp_all_reduces.forward ||
-          other.tp_all_reduces.backward != rs.tp_all_reduces.backward) {
+      bool same = other.tp_members == rs.tp_members && other.chunks.size() == rs.chunks.size();
+      for (size_t c = 0; same && c < rs.chunks.size(); ++c) {
+        same = other.chunks[c].tp_all_reduces.forward == rs.chunks[c].tp_all_reduces.forward &&
+               other.chunks[c].tp_all_reduces.backward == rs.chunks[c].tp_all_reduces.backward;
+      }
+      if (!same) {
         return Err("step program: rank {}: TP group differs on member rank {}", rs.rank, r);
       }
     }
@@ -388,11 +400,21 @@ std::string StepProgramToString(const StepProgram& program, int64_t max_actions)
           return l + "]";
         };
         std::vector<std::string> peers;
-        if (rs.forward_source >= 0) peers.push_back(fmt::format("from {}", rs.forward_source));
-        if (!rs.forward_destinations.empty()) peers.push_back("to " + list(rs.forward_destinations));
-        if (rs.backward_source >= 0) peers.push_back(fmt::format("gradients from {}", rs.backward_source));
-        if (!rs.backward_destinations.empty()) {
-          peers.push_back("gradients to " + list(rs.backward_destinations));
+        for (size_t c = 0; c < rs.chunks.size(); ++c) {
+          const ChunkStep& ch = rs.chunks[c];
+          // Interleaved ranks name each chunk's peers: "chunk 1: from 3; ...".
+          const std::string chunk = rs.chunks.size() > 1 ? fmt::format("chunk {}: ", c) : "";
+          const size_t before = peers.size();
+          if (ch.forward_source >= 0) peers.push_back(fmt::format("from {}", ch.forward_source));
+          if (!ch.forward_destinations.empty())
+            peers.push_back("to " + list(ch.forward_destinations));
+          if (ch.backward_source >= 0) {
+            peers.push_back(fmt::format("gradients from {}", ch.backward_source));
+          }
+          if (!ch.backward_destinations.empty()) {
+            peers.push_back("gradients to " + list(ch.backward_destinations));
+          }
+          if (peers.size() > before) peers[before] = chunk + peers[before];
         }
         if (!peers.empty()) {
           out += " (";
@@ -424,9 +446,12 @@ std::string StepProgramToString(const StepProgram& program, int64_t max_actions)
         for (size_t q = 0; q < rs.tp_members.size(); ++q) {
           members += fmt::format("{}{}", q == 0 ? "" : " ", rs.tp_members[q]);
         }
-        out +=
-            fmt::format("    tp all-reduces [{}]: {} per forward, {} per backward, {} B\n", members,
-                        rs.tp_all_reduces.forward, rs.tp_all_reduces.backward, rs.message_bytes);
+        for (size_t c = 0; c < rs.chunks.size(); ++c) {
+          const TpAllReduces& calls = rs.chunks[c].tp_all_reduces;
+          out += fmt::format("    tp all-reduces [{}]{}: {} per forward, {} per backward, {} B\n",
+                             members, rs.chunks.size() > 1 ? fmt::format(" chunk {}", c) : "",
+                             calls.forward, calls.backward, rs.message_bytes);
+        }
       }
     }
   }

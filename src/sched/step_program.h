@@ -10,7 +10,9 @@
 //
 // A non-idle rank runs, in this order:
 //   zero-grads; pipeline (its stage's action list, sched/schedule.h, without step actions; on a
-//   TP group, every forward and backward runs the group's all-reduces, TpAllReducesPerMicroBatch);
+//   TP group, every forward and backward runs the group's all-reduces, TpAllReducesPerMicroBatch;
+//   under interleaved 1F1B the list holds every model chunk of the rank's device group, and
+//   RankStep::chunks gives each chunk's peers and all-reduces);
 //   per gradient layer it holds, ascending, whose group has 2 or more members: the layer's
 //   all-reduce, or under ZeRO-1 (a uniform group) its reduce-scatter;
 //   grad-norm; loss-norm all-reduce (world); optimizer (whole tensors); per ZeRO-1 layer,
@@ -105,29 +107,41 @@ struct TpAllReduces {
 };
 TpAllReduces TpAllReducesPerMicroBatch(int64_t num_blocks, spec::Recompute recompute);
 
-struct RankStep {
-  int rank = 0;        // world rank
-  int device = 0;      // cluster device id
-  int pipeline = -1;   // -1 when idle
-  int stage = -1;
-  int tp_rank = 0;
-  int tp_degree = 1;
-  bool idle() const { return pipeline < 0; }
-  std::vector<Action> actions;  // the pipeline op's action list; empty when idle
+// What a rank does for one model chunk it holds: one per device group's chunk under interleaved
+// 1F1B (virtual stage chunk * p + stage, spec::PipelinePlan), one chunk without interleaving.
+struct ChunkStep {
+  int virtual_stage = 0;  // index into the pipeline's stages (plan order)
   // Pipeline peers, world ranks (spec::BoundaryPeer, BoundaryReceivers): the sender of this
-  // rank's activations (-1 on a first stage) and the receivers of its own; the sender of its
-  // output gradient (-1 on a last stage) and the receivers of its input gradient. A send action
-  // sends one message to each receiver, a receive action takes one from the sender.
+  // chunk's activations (-1 on virtual stage 0) and the receivers of its own (the next virtual
+  // stage's, across the wrap from device group p - 1 to group 0 under interleaving); the sender of
+  // its output gradient (-1 on the last virtual stage) and the receivers of its input gradient. A
+  // send action of this chunk sends one message to each receiver, a receive action takes one from
+  // the sender.
   int forward_source = -1;
   std::vector<int> forward_destinations;
   int backward_source = -1;
   std::vector<int> backward_destinations;
-  int64_t message_bytes = 0;  // one activation or gradient: micro_batch_size * seq_len * hidden f32
-  // Tensor parallelism (tp_degree > 1): the stage's TP group as world ranks in TP-rank order, and
-  // the all-reduces of message_bytes each that every Forward and Backward action runs over it.
-  // Empty and zero without tensor parallelism.
-  std::vector<int> tp_members;
+  // Tensor parallelism (tp_degree > 1): the all-reduces of message_bytes each that every Forward
+  // and Backward action of this chunk runs over the rank's TP group; zero without.
   TpAllReduces tp_all_reduces;
+};
+
+struct RankStep {
+  int rank = 0;        // world rank
+  int device = 0;      // cluster device id
+  int pipeline = -1;   // -1 when idle
+  int stage = -1;      // device group in the pipeline (0 .. p - 1)
+  int tp_rank = 0;
+  int tp_degree = 1;
+  bool idle() const { return pipeline < 0; }
+  std::vector<Action> actions;  // the pipeline op's action list; empty when idle
+  // By model chunk (an action's `chunk` indexes it): one entry without interleaving, v with;
+  // empty when idle.
+  std::vector<ChunkStep> chunks;
+  int64_t message_bytes = 0;  // one activation or gradient: micro_batch_size * seq_len * hidden f32
+  // Tensor parallelism (tp_degree > 1): the stage's TP group as world ranks in TP-rank order.
+  // Empty without tensor parallelism.
+  std::vector<int> tp_members;
   std::vector<StepOp> ops;      // in execution order
 };
 

@@ -2,7 +2,7 @@
 // (hidden 32, 4 heads, 2 kv heads, ffn 64, vocab 256: a block 9,280 parameters of which 64 norm
 // weights, the embedding 8,192, the head 8,224): ordinary data parallelism over two pipelines,
 // ZeRO-1's reduce-scatter and all-gather, an idle rank, mixed TP degrees, link reports, and the
-// consistency check rejecting broken programs.
+// consistency check rejecting broken programs, and an interleaved pipeline's chunks.
 #include "sched/step_program.h"
 
 #include <gtest/gtest.h>
@@ -147,19 +147,19 @@ TEST(StepProgramTest, PipelinePeersAcrossDifferentTpDegrees) {
   plan.pipelines = {Pipe({Stage(0, 2, true, false, {0, 1}), Stage(2, 1, false, false, {2}),
                           Stage(3, 1, false, true, {3, 4})})};
   const StepProgram p = Build(plan);
-  EXPECT_EQ(p.ranks[0].forward_destinations, (std::vector<int>{2}));
-  EXPECT_TRUE(p.ranks[1].forward_destinations.empty());
-  EXPECT_EQ(p.ranks[0].backward_source, 2);
-  EXPECT_EQ(p.ranks[1].backward_source, 2);
-  EXPECT_EQ(p.ranks[2].forward_source, 0);
-  EXPECT_EQ(p.ranks[2].backward_destinations, (std::vector<int>{0, 1}));
-  EXPECT_EQ(p.ranks[2].forward_destinations, (std::vector<int>{3, 4}));
-  EXPECT_EQ(p.ranks[2].backward_source, 3);
-  EXPECT_EQ(p.ranks[4].forward_source, 2);
-  EXPECT_TRUE(p.ranks[4].backward_destinations.empty());
-  EXPECT_EQ(p.ranks[3].backward_destinations, (std::vector<int>{2}));
-  EXPECT_EQ(p.ranks[0].forward_source, -1);
-  EXPECT_EQ(p.ranks[4].backward_source, -1);
+  EXPECT_EQ(p.ranks[0].chunks[0].forward_destinations, (std::vector<int>{2}));
+  EXPECT_TRUE(p.ranks[1].chunks[0].forward_destinations.empty());
+  EXPECT_EQ(p.ranks[0].chunks[0].backward_source, 2);
+  EXPECT_EQ(p.ranks[1].chunks[0].backward_source, 2);
+  EXPECT_EQ(p.ranks[2].chunks[0].forward_source, 0);
+  EXPECT_EQ(p.ranks[2].chunks[0].backward_destinations, (std::vector<int>{0, 1}));
+  EXPECT_EQ(p.ranks[2].chunks[0].forward_destinations, (std::vector<int>{3, 4}));
+  EXPECT_EQ(p.ranks[2].chunks[0].backward_source, 3);
+  EXPECT_EQ(p.ranks[4].chunks[0].forward_source, 2);
+  EXPECT_TRUE(p.ranks[4].chunks[0].backward_destinations.empty());
+  EXPECT_EQ(p.ranks[3].chunks[0].backward_destinations, (std::vector<int>{2}));
+  EXPECT_EQ(p.ranks[0].chunks[0].forward_source, -1);
+  EXPECT_EQ(p.ranks[4].chunks[0].backward_source, -1);
   EXPECT_EQ(p.ranks[0].message_bytes, 4 * 16 * 32);
 }
 
@@ -175,21 +175,80 @@ TEST(StepProgramTest, TensorParallelGroupsAndTheirAllReducesPerMicroBatch) {
   const StepProgram p = Build(plan);
   EXPECT_EQ(p.ranks[3].tp_members, (std::vector<int>{3, 1}));
   EXPECT_EQ(p.ranks[1].tp_members, (std::vector<int>{3, 1}));
-  EXPECT_EQ(p.ranks[1].tp_all_reduces.forward, 6);
-  EXPECT_EQ(p.ranks[1].tp_all_reduces.backward, 12);
+  EXPECT_EQ(p.ranks[1].chunks[0].tp_all_reduces.forward, 6);
+  EXPECT_EQ(p.ranks[1].chunks[0].tp_all_reduces.backward, 12);
   EXPECT_TRUE(p.ranks[2].tp_members.empty());
-  EXPECT_EQ(p.ranks[2].tp_all_reduces.forward, 0);
-  EXPECT_EQ(p.ranks[4].tp_all_reduces.forward, 8);
-  EXPECT_EQ(p.ranks[4].tp_all_reduces.backward, 8);  // selective recomputes no matmul
+  EXPECT_EQ(p.ranks[2].chunks[0].tp_all_reduces.forward, 0);
+  EXPECT_EQ(p.ranks[4].chunks[0].tp_all_reduces.forward, 8);
+  EXPECT_EQ(p.ranks[4].chunks[0].tp_all_reduces.backward, 8);  // selective recomputes no matmul
   EXPECT_NE(StepProgramToString(p).find("    tp all-reduces [0 4]: 8 per forward, 8 per "
                                         "backward, 2048 B\n"),
             std::string::npos);
 
   StepProgram wrong = p;
-  wrong.ranks[1].tp_all_reduces.backward = 6;
+  wrong.ranks[1].chunks[0].tp_all_reduces.backward = 6;
   const Status s = CheckStepProgram(wrong);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("TP group differs"), std::string::npos) << s.message();
+}
+
+// Interleaved 1F1B: device groups {0, 1} (TP 2) and {2}, two chunks each (virtual stages
+// {0,1} | {2} | {0,1} | {2}, one block each), beside a plain pipeline {3} | {4}. Each rank of the
+// interleaved pipeline has a chunk per virtual stage it runs, with that stage's peers (chunk 1 of
+// group 0 receives from group 1's chunk 0, across the wrap) and TP all-reduces; its actions name
+// both chunks; its holdings are both chunks' layers, in the data-parallel groups of each layer.
+TEST(StepProgramTest, InterleavedPipelineHasAChunkPerVirtualStage) {
+  spec::Plan plan;
+  plan.pipelines = {Pipe({Stage(0, 1, true, false, {0, 1}), Stage(1, 1, false, false, {2}),
+                          Stage(2, 1, false, false, {0, 1}), Stage(3, 1, false, true, {2})}),
+                    Pipe({Stage(0, 2, true, false, {3}), Stage(2, 2, false, true, {4})})};
+  plan.pipelines[0].chunks = 2;
+  const StepProgram p = Build(plan);
+  ASSERT_EQ(p.ranks[0].chunks.size(), 2u);
+  ASSERT_EQ(p.ranks[2].chunks.size(), 2u);
+  ASSERT_EQ(p.ranks[3].chunks.size(), 1u);
+  EXPECT_EQ(p.ranks[2].stage, 1);
+  const ChunkStep& r0c0 = p.ranks[0].chunks[0];
+  const ChunkStep& r0c1 = p.ranks[0].chunks[1];
+  const ChunkStep& r2c0 = p.ranks[2].chunks[0];
+  const ChunkStep& r2c1 = p.ranks[2].chunks[1];
+  EXPECT_EQ(r0c0.virtual_stage, 0);
+  EXPECT_EQ(r0c1.virtual_stage, 2);
+  EXPECT_EQ(r2c0.virtual_stage, 1);
+  EXPECT_EQ(r2c1.virtual_stage, 3);
+  EXPECT_EQ(r0c0.forward_source, -1);
+  EXPECT_EQ(r0c0.forward_destinations, (std::vector<int>{2}));
+  EXPECT_EQ(r0c1.forward_source, 2);  // across the wrap
+  EXPECT_EQ(r0c1.forward_destinations, (std::vector<int>{2}));
+  EXPECT_EQ(r0c1.backward_destinations, (std::vector<int>{2}));
+  EXPECT_TRUE(p.ranks[1].chunks[1].backward_destinations.empty());
+  EXPECT_EQ(p.ranks[1].chunks[1].forward_source, 2);
+  EXPECT_EQ(r2c0.forward_destinations, (std::vector<int>{0, 1}));
+  EXPECT_EQ(r2c0.backward_source, 0);
+  EXPECT_EQ(r2c1.forward_source, 0);
+  EXPECT_TRUE(r2c1.forward_destinations.empty());
+  EXPECT_EQ(r2c1.backward_source, -1);
+  EXPECT_EQ(r2c1.backward_destinations, (std::vector<int>{0, 1}));
+  EXPECT_EQ(r0c0.tp_all_reduces.forward, 2);
+  EXPECT_EQ(r0c1.tp_all_reduces.backward, 2);
+  EXPECT_EQ(r2c0.tp_all_reduces.forward, 0);
+  bool chunk_one = false;
+  for (const Action& a : p.ranks[0].actions) chunk_one = chunk_one || a.chunk == 1;
+  EXPECT_TRUE(chunk_one);
+  // Rank 2 holds blocks 1 and 3 and the head; rank 0 the embedding and TP shards of blocks 0, 2.
+  EXPECT_EQ(p.ranks[2].ops[0].elements, 2 * kBlock + kHead);
+  EXPECT_EQ(p.ranks[0].ops[0].elements, kEmbedding + 2 * ((kBlock - 64) / 2 + 64));
+  // Block 2 (layer 3): group 0's chunk 1 and the plain pipeline's device 4, mixed TP degrees.
+  bool found = false;
+  for (const Collective& c : p.collectives) {
+    if (c.layer != 3) continue;
+    found = true;
+    EXPECT_TRUE(c.mixed);
+    EXPECT_EQ(c.members, (std::vector<int>{0, 1, 4}));
+  }
+  EXPECT_TRUE(found);
+  EXPECT_NE(StepProgramToString(p).find("chunk 1: from 2"), std::string::npos)
+      << StepProgramToString(p);
 }
 
 TEST(StepProgramTest, LinkReportsWidenTheMetrics) {

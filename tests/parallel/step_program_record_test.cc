@@ -274,8 +274,8 @@ TEST(StepProgramRecordTest, AMutatedTensorParallelCountFailsTheComparison) {
   ASSERT_EQ(Compare(logs, ProgramOf(plan, world), layers), "");
 
   sched::StepProgram fewer = ProgramOf(plan, world);
-  ASSERT_EQ(fewer.ranks[0].tp_all_reduces.backward, 8);  // 2 blocks x (2 + 2 rerun)
-  fewer.ranks[0].tp_all_reduces.backward = 4;
+  ASSERT_EQ(fewer.ranks[0].chunks[0].tp_all_reduces.backward, 8);  // 2 blocks x (2 + 2 rerun)
+  fewer.ranks[0].chunks[0].tp_all_reduces.backward = 4;
   EXPECT_NE(Compare(logs, fewer, layers).find("rank 0 step"), std::string::npos);
 
   sched::StepProgram alone = ProgramOf(plan, world);

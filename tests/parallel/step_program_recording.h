@@ -139,25 +139,26 @@ inline Log Expected(const sched::StepProgram& program, int r, int64_t num_layers
   for (const sched::StepOp& op : rs.ops) {
     if (op.kind == sched::StepOpKind::kPipeline) {  // its messages, in action order
       for (const sched::Action& a : rs.actions) {
+        const sched::ChunkStep& ch = rs.chunks.at(static_cast<size_t>(a.chunk));
         switch (a.kind) {
           case sched::ActionKind::kSendForward:
-            for (int dst : rs.forward_destinations) {
+            for (int dst : ch.forward_destinations) {
               want.step.push_back(Call{"isend", rs.message_bytes, dst});
             }
             break;
           case sched::ActionKind::kRecvForward:
-            want.step.push_back(Call{"irecv", rs.message_bytes, rs.forward_source});
+            want.step.push_back(Call{"irecv", rs.message_bytes, ch.forward_source});
             break;
           case sched::ActionKind::kSendBackward:
-            for (int dst : rs.backward_destinations) {
+            for (int dst : ch.backward_destinations) {
               want.step.push_back(Call{"isend", rs.message_bytes, dst});
             }
             break;
           case sched::ActionKind::kRecvBackward:
-            want.step.push_back(Call{"irecv", rs.message_bytes, rs.backward_source});
+            want.step.push_back(Call{"irecv", rs.message_bytes, ch.backward_source});
             break;
-          case sched::ActionKind::kForward: tp_all_reduces(rs.tp_all_reduces.forward); break;
-          case sched::ActionKind::kBackward: tp_all_reduces(rs.tp_all_reduces.backward); break;
+          case sched::ActionKind::kForward: tp_all_reduces(ch.tp_all_reduces.forward); break;
+          case sched::ActionKind::kBackward: tp_all_reduces(ch.tp_all_reduces.backward); break;
           default: break;
         }
       }
