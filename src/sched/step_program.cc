@@ -134,6 +134,13 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
           rs.message_bytes = 4 * pipe.micro_batch_size * seq_len * model.hidden;
           rs.chunks.resize(static_cast<size_t>(pipe.chunks));
         }
+        if (rs.pipeline != static_cast<int>(k) || rs.stage != static_cast<int>(i) ||
+            rs.chunks.size() <= s / p) {  // spec::ValidatePlan refuses such a plan
+          return Err(
+              "step program: pipelines[{}].stages[{}] uses device {}, which is not in its "
+              "device group {}",
+              k, s, device, i);
+        }
         ChunkStep& chunk = rs.chunks[s / p];
         chunk.virtual_stage = static_cast<int>(s);
         if (stage.tp_degree > 1) {

@@ -249,6 +249,12 @@ TEST(StepProgramTest, InterleavedPipelineHasAChunkPerVirtualStage) {
   EXPECT_TRUE(found);
   EXPECT_NE(StepProgramToString(p).find("chunk 1: from 2"), std::string::npos)
       << StepProgramToString(p);
+  // A virtual stage off its device group (spec::ValidatePlan refuses it) is an error here too.
+  spec::Plan off = plan;
+  off.pipelines[0].stages[3].devices = {3};
+  EXPECT_EQ(BuildStepProgram(off, Model(), 16).status().message(),
+            "step program: pipelines[0].stages[3] uses device 3, which is not in its device "
+            "group 1");
 }
 
 TEST(StepProgramTest, LinkReportsWidenTheMetrics) {

@@ -127,10 +127,10 @@ Status CheckStageDevices(const StagePlan& stage, const std::string& at, const st
 }
 
 // What the runtime can execute beyond the plan's structure (plan.h): one model chunk per device
-// group (the interleaved schedule exists as action lists, sched/schedule.h, but the stage
-// executor, the step program, the predictor and the simulator do not run it yet), and one run is
-// either all emulated devices (each rank on its virtual clock) or all real ones
-// (train/parallel_setup.cc builds one kind of backend and clock per run).
+// group (the interleaved schedule exists as action lists, sched/schedule.h, and the step
+// program builds its ranks, but the stage executor, the predictor and the simulator do not run
+// it yet), and one run is either all emulated devices (each rank on its virtual clock) or all
+// real ones (train/parallel_setup.cc builds one kind of backend and clock per run).
 Status CheckRuntimeCapability(const Plan& plan, const ClusterSpec& cluster,
                               const std::string& file) {
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
