@@ -130,6 +130,14 @@ ParameterSet ParameterSet::Allocate(Backend& backend, std::vector<ParamInfo> inf
   return set;
 }
 
+ParameterSet ParameterSet::Aliasing(const std::vector<ParameterSet*>& sets) {
+  ParameterSet joined;
+  for (const ParameterSet* set : sets) {
+    joined.params_.insert(joined.params_.end(), set->params_.begin(), set->params_.end());
+  }
+  return joined;
+}
+
 void ParameterSet::Initialize(Backend& backend, uint64_t seed) {
   for (Parameter& p : params_) {
     if (p.info.init == InitKind::kOnes) {

@@ -119,6 +119,11 @@ class ParameterSet {
   // Allocates every tensor on `backend` (values, grads and, with `moments`, moments; all zero).
   static ParameterSet Allocate(tensor::Backend& backend, std::vector<ParamInfo> infos,
                                bool moments = true);
+  // One set over the parameters of `sets`, in order, sharing their tensors (a rank's model chunks
+  // under interleaved 1F1B, parallel/parallel_rank.h): values written through either set are
+  // seen by both, but a tensor later assigned to a Parameter of one set is not (the caller keeps
+  // to one set from then on).
+  static ParameterSet Aliasing(const std::vector<ParameterSet*>& sets);
 
   // Sets every value from its (seed, name) stream (see init.h); independent of the set's content,
   // so two sets holding the same name get the same tensor. A shard gets its slice of the full

@@ -107,9 +107,9 @@ int64_t MigrationPlan::ReceivedBytes(int rank) const {
   return total;
 }
 
-model::StageLayout StageLayoutOf(const WorldLayout& layout, int r) {
+model::StageLayout StageLayoutOf(const WorldLayout& layout, int r, int chunk) {
   const RankInfo& me = layout.rank(r);
-  const spec::StagePlan& sp = layout.stage_of(r);
+  const spec::StagePlan& sp = layout.stage_of(r, chunk);
   model::StageLayout s;
   s.first_block = sp.first_block;
   s.num_blocks = sp.num_blocks;
@@ -119,6 +119,17 @@ model::StageLayout StageLayoutOf(const WorldLayout& layout, int r) {
   s.tp_degree = me.tp_degree;
   s.recompute = sp.recompute;
   return s;
+}
+
+std::vector<model::ParamInfo> RankParamInfos(const spec::ModelSpec& model,
+                                             const WorldLayout& layout, int r) {
+  std::vector<model::ParamInfo> out;
+  for (int c = 0; c < layout.pipeline_of(r).chunks; ++c) {
+    for (model::ParamInfo& p : model::StageParamInfos(model, StageLayoutOf(layout, r, c))) {
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
 }
 
 Result<MigrationPlan> PlanMigration(const WorldLayout& from, const WorldLayout& to,
@@ -133,7 +144,7 @@ Result<MigrationPlan> PlanMigration(const WorldLayout& from, const WorldLayout& 
   std::map<std::string, std::vector<Holder>> holders;
   for (const RankInfo& info : from.ranks()) {
     if (info.idle()) continue;
-    for (model::ParamInfo& p : model::StageParamInfos(model, StageLayoutOf(from, info.rank))) {
+    for (model::ParamInfo& p : RankParamInfos(model, from, info.rank)) {
       std::string name = p.name;
       holders[name].push_back(Holder{info.rank, std::move(p)});
     }
@@ -147,7 +158,7 @@ Result<MigrationPlan> PlanMigration(const WorldLayout& from, const WorldLayout& 
   };
   for (const RankInfo& info : to.ranks()) {
     if (info.idle()) continue;
-    for (const model::ParamInfo& p : model::StageParamInfos(model, StageLayoutOf(to, info.rank))) {
+    for (const model::ParamInfo& p : RankParamInfos(model, to, info.rank)) {
       auto it = holders.find(p.name);
       if (it == holders.end()) {
         return Err("{} -> {}: migration: no rank holds '{}' under the old plan", PlanName(from),

@@ -82,8 +82,12 @@ Result<MigrationPlan> PlanMigration(const WorldLayout& from, const WorldLayout& 
                                     const spec::ModelSpec& model,
                                     const TransferTimeFn& transfer_time = {});
 
-// The model::StageLayout of non-idle rank r.
-model::StageLayout StageLayoutOf(const WorldLayout& layout, int r);
+// The model::StageLayout of non-idle rank r's model chunk `chunk` (0 without interleaving).
+model::StageLayout StageLayoutOf(const WorldLayout& layout, int r, int chunk = 0);
+// The parameters non-idle rank r holds, every chunk's in chunk order (the order of
+// ParallelRank::params()).
+std::vector<model::ParamInfo> RankParamInfos(const spec::ModelSpec& model,
+                                             const WorldLayout& layout, int r);
 
 // Host copy of one rank's values and AdamW moments under the old plan (empty for an idle rank).
 struct StateSnapshot {

@@ -45,25 +45,32 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
                                                  none, options.clock));
     return r;
   }
-  const std::string where = fmt::format("pipelines[{}].stages[{}]", me.pipeline, me.stage);
-
-  model::StageLayout stage_layout = StageLayoutOf(layout, rank);
-  stage_layout.allocate_moments = !zero1;  // ZeRO-1: allocated below, only where replicated
-  auto stage = model::Stage::Create(backend, model, stage_layout,
-                                    layout.pipeline_of(rank).micro_batch_size, train.seq_len,
-                                    train.seed, r->tp_.get());
-  if (!stage.ok()) return stage.status().WithContext(where);
-  r->stage_ = std::move(*stage);
-  r->optimizer_ = std::make_unique<model::Optimizer>(backend, r->stage_->params(),
-                                                     train.optimizer, train.steps);
-  MOTLEY_ASSIGN_OR_RETURN(r->grad_sync_,
-                          GradientSync::Create(layout, rank, model, program, world, backend,
-                                               r->stage_->params(), options.clock));
+  // One Stage per model chunk (virtual stage chunk * p + group, spec::PipelinePlan).
+  const spec::PipelinePlan& pipe = layout.pipeline_of(rank);
+  std::vector<model::ParameterSet*> chunk_params;
+  std::vector<model::Stage*> chunk_stages;
+  for (int c = 0; c < pipe.chunks; ++c) {
+    const std::string where =
+        fmt::format("pipelines[{}].stages[{}]", me.pipeline, c * pipe.num_stages() + me.stage);
+    model::StageLayout stage_layout = StageLayoutOf(layout, rank, c);
+    stage_layout.allocate_moments = !zero1;  // ZeRO-1: allocated below, only where replicated
+    auto stage = model::Stage::Create(backend, model, stage_layout, pipe.micro_batch_size,
+                                      train.seq_len, train.seed, r->tp_.get());
+    if (!stage.ok()) return stage.status().WithContext(where);
+    r->chunks_.push_back(std::move(*stage));
+    chunk_params.push_back(&r->chunks_.back()->params());
+    chunk_stages.push_back(r->chunks_.back().get());
+  }
+  r->params_ = model::ParameterSet::Aliasing(chunk_params);
+  r->optimizer_ =
+      std::make_unique<model::Optimizer>(backend, r->params_, train.optimizer, train.steps);
+  MOTLEY_ASSIGN_OR_RETURN(r->grad_sync_, GradientSync::Create(layout, rank, model, program, world,
+                                                              backend, r->params_, options.clock));
   if (zero1) {
     // Moments for the tensors the Optimizer still updates (mixed-TP groups, layers this rank holds
     // alone); the ZeRO-1 layers keep theirs sharded.
     const std::vector<bool> sharded = r->grad_sync_->sharded_params();
-    model::ParameterSet& params = r->stage_->params();
+    model::ParameterSet& params = r->params_;
     for (size_t i = 0; i < params.size(); ++i) {
       if (sharded[i]) continue;
       params[i].m = backend.Zeros(params[i].value.shape(), tensor::DType::kF32);
@@ -71,14 +78,14 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
     }
     r->optimizer_->SetExternallyUpdated(sharded);
   }
-  // The stage's action list from the step program, then the step's DP sync and optimizer (the
+  // The rank's action list from the step program, then the step's DP sync and optimizer (the
   // executor's hooks run the program's collectives through grad_sync_).
-  std::vector<sched::Action> actions = program.ranks[static_cast<size_t>(rank)].actions;
+  const sched::RankStep& step = program.ranks[static_cast<size_t>(rank)];
+  std::vector<sched::Action> actions = step.actions;
   actions.push_back(sched::Action{sched::ActionKind::kDpSync, -1});
   actions.push_back(sched::Action{sched::ActionKind::kOptimizerStep, -1});
-  r->executor_ = std::make_unique<StageExecutor>(layout, rank, *r->stage_, world, r->tp_.get(),
-                                                 std::move(actions), train.seq_len,
-                                                 options.clock);
+  r->executor_ = std::make_unique<StageExecutor>(step, pipe, std::move(chunk_stages), world,
+                                                 r->tp_.get(), std::move(actions), options.clock);
   return r;
 }
 
@@ -113,8 +120,8 @@ Result<RankStepResult> ParallelRank::Step(int64_t step, std::span<const int32_t>
 
   StageExecutor::Hooks hooks;
   hooks.dp_sync = [&]() -> Status {
-    if (options_.poison_gradient_step == step && stage_->params().size() > 0) {
-      tensor::Tensor& g = stage_->params()[0].grad;
+    if (options_.poison_gradient_step == step && params_.size() > 0) {
+      tensor::Tensor& g = params_[0].grad;
       const float nan = std::numeric_limits<float>::quiet_NaN();
       backend_.CopyFromHost(g, std::vector<float>(static_cast<size_t>(g.numel()), nan).data(),
                             g.bytes());

@@ -1,5 +1,6 @@
-// ParallelRank: everything one rank of a hybrid-parallel run owns — its model::Stage (one TP
-// shard of one stage of one pipeline), AdamW on its own copy of the parameters, the TP group, the
+// ParallelRank: everything one rank of a hybrid-parallel run owns — its model::Stage per model
+// chunk (one TP shard of one stage of one pipeline; v stages of one device group under interleaved
+// 1F1B), AdamW on its own copy of the parameters (all chunks' as one set), the TP group, the
 // per-layer data-parallel gradient groups and the stage executor — and one training step:
 //
 //   zero gradients; run the stage's 1F1B (or GPipe) action list over the communicator;
@@ -86,10 +87,13 @@ class ParallelRank {
 
   const RankInfo& info() const { return info_; }
   bool idle() const { return info_.idle(); }
-  // The stage of a non-idle rank.
-  model::Stage& stage() { return *stage_; }
-  // The stage's parameters (values, gradients, AdamW moments); nullptr on an idle rank.
-  model::ParameterSet* params() { return stage_ != nullptr ? &stage_->params() : nullptr; }
+  // Model chunks of a non-idle rank (1 without interleaving), and chunk c's stage.
+  int num_chunks() const { return static_cast<int>(chunks_.size()); }
+  model::Stage& stage(int chunk = 0) { return *chunks_.at(static_cast<size_t>(chunk)); }
+  // The rank's parameters (values, gradients, AdamW moments), every chunk's in chunk order;
+  // nullptr on an idle rank. Read the rank's state here, not through stage(c).params(): the
+  // ZeRO-1 moments are allocated in this set only.
+  model::ParameterSet* params() { return chunks_.empty() ? nullptr : &params_; }
 
  private:
   ParallelRank(const WorldLayout& layout, int rank, const spec::TrainSpec& train,
@@ -109,7 +113,8 @@ class ParallelRank {
   comm::Communicator& world_;
   ParallelRankOptions options_;
   std::unique_ptr<CommTpGroup> tp_;
-  std::unique_ptr<model::Stage> stage_;
+  std::vector<std::unique_ptr<model::Stage>> chunks_;  // by model chunk
+  model::ParameterSet params_;                         // aliases every chunk's parameters
   std::unique_ptr<model::Optimizer> optimizer_;
   std::unique_ptr<GradientSync> grad_sync_;
   std::unique_ptr<StageExecutor> executor_;

@@ -11,27 +11,29 @@ using tensor::DType;
 using tensor::Shape;
 using tensor::Tensor;
 
-StageExecutor::StageExecutor(const WorldLayout& layout, int rank, model::Stage& stage,
-                             comm::Communicator& world, const CommTpGroup* tp,
-                             std::vector<Action> actions, int64_t seq_len, RankClock clock)
-    : layout_(layout),
-      rank_(rank),
-      stage_(stage),
+StageExecutor::StageExecutor(const sched::RankStep& step, const spec::PipelinePlan& pipeline,
+                             std::vector<model::Stage*> chunks, comm::Communicator& world,
+                             const CommTpGroup* tp, std::vector<Action> actions, RankClock clock)
+    : rank_(step.rank),
       world_(world),
       tp_(tp),
       clock_(clock),
       actions_(std::move(actions)),
-      b_(layout.pipeline_of(rank).micro_batch_size),
-      t_(seq_len),
-      first_(layout.rank(rank).stage == 0),
-      last_(layout.rank(rank).stage + 1 == layout.pipeline_of(rank).num_stages()),
-      forward_source_(layout.ForwardSource(rank)),
-      forward_destinations_(layout.ForwardDestinations(rank)),
-      backward_source_(layout.BackwardSource(rank)),
-      backward_destinations_(layout.BackwardDestinations(rank)) {
-  tensor::Backend& backend = stage_.backend();
-  if (first_) tokens_ = backend.Empty(Shape{b_, t_}, DType::kI32);
-  if (last_) targets_ = backend.Empty(Shape{b_, t_}, DType::kI32);
+      m_(pipeline.micro_batches),
+      p_(pipeline.num_stages()),
+      v_(pipeline.chunks),
+      b_(chunks.at(0)->batch()),
+      t_(chunks.at(0)->seq_len()),
+      hidden_(chunks.at(0)->model().hidden) {
+  MOTLEY_CHECK(chunks.size() == step.chunks.size(),
+               "StageExecutor: one Stage per model chunk of the step program");
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const sched::ChunkStep& peers = step.chunks[c];
+    chunks_.push_back(Chunk{chunks[c], peers, peers.forward_source < 0, peers.backward_source < 0});
+  }
+  tensor::Backend& backend = chunks_.front().stage->backend();
+  if (holds_first()) tokens_ = backend.Empty(Shape{b_, t_}, DType::kI32);
+  if (holds_last()) targets_ = backend.Empty(Shape{b_, t_}, DType::kI32);
 }
 
 Tensor StageExecutor::TakeBuffer() {
@@ -40,7 +42,11 @@ Tensor StageExecutor::TakeBuffer() {
     free_.pop_back();
     return t;
   }
-  return stage_.backend().Empty(Shape{b_, t_, stage_.model().hidden}, DType::kF32);
+  return chunks_.front().stage->backend().Empty(Shape{b_, t_, hidden_}, DType::kF32);
+}
+
+int StageExecutor::Tag(int64_t micro_batch, int boundary, bool backward) const {
+  return PipelineTag(micro_batch, boundary, p_, v_, backward);
 }
 
 Status StageExecutor::RunBatch(const std::vector<Action>& actions, size_t begin, size_t end,
@@ -57,32 +63,38 @@ Status StageExecutor::RunBatch(const std::vector<Action>& actions, size_t begin,
   };
   for (size_t i = begin; i < end; ++i) {
     const Action& a = actions[i];
-    const int64_t k = a.micro_batch;
+    const Key key{a.micro_batch, a.chunk};
+    const sched::ChunkStep& peers = chunks_.at(static_cast<size_t>(a.chunk)).peers;
+    const int s = peers.virtual_stage;
     switch (a.kind) {
       case ActionKind::kSendForward: {
-        auto it = outputs_.find(k);
+        auto it = outputs_.find(key);
         MOTLEY_CHECK(it != outputs_.end(), "SendForward of a micro-batch not forwarded");
-        for (int dst : forward_destinations_) {
-          MOTLEY_RETURN_IF_ERROR(post(world_.ISend(it->second, dst, PipelineTag(k, false)), a));
+        for (int dst : peers.forward_destinations) {
+          MOTLEY_RETURN_IF_ERROR(
+              post(world_.ISend(it->second, dst, Tag(a.micro_batch, s, false)), a));
         }
         break;
       }
       case ActionKind::kRecvForward: {
-        Tensor& buf = received_act_[k] = TakeBuffer();
-        MOTLEY_RETURN_IF_ERROR(post(world_.IRecv(buf, forward_source_, PipelineTag(k, false)), a));
+        Tensor& buf = received_act_[key] = TakeBuffer();
+        MOTLEY_RETURN_IF_ERROR(
+            post(world_.IRecv(buf, peers.forward_source, Tag(a.micro_batch, s - 1, false)), a));
         break;
       }
       case ActionKind::kSendBackward: {
-        auto it = input_grads_.find(k);
+        auto it = input_grads_.find(key);
         MOTLEY_CHECK(it != input_grads_.end(), "SendBackward of a micro-batch not backwarded");
-        for (int dst : backward_destinations_) {
-          MOTLEY_RETURN_IF_ERROR(post(world_.ISend(it->second, dst, PipelineTag(k, true)), a));
+        for (int dst : peers.backward_destinations) {
+          MOTLEY_RETURN_IF_ERROR(
+              post(world_.ISend(it->second, dst, Tag(a.micro_batch, s - 1, true)), a));
         }
         break;
       }
       case ActionKind::kRecvBackward: {
-        Tensor& buf = received_grad_[k] = TakeBuffer();
-        MOTLEY_RETURN_IF_ERROR(post(world_.IRecv(buf, backward_source_, PipelineTag(k, true)), a));
+        Tensor& buf = received_grad_[key] = TakeBuffer();
+        MOTLEY_RETURN_IF_ERROR(
+            post(world_.IRecv(buf, peers.backward_source, Tag(a.micro_batch, s, true)), a));
         break;
       }
       default:
@@ -97,7 +109,7 @@ Status StageExecutor::RunBatch(const std::vector<Action>& actions, size_t begin,
   for (size_t i = begin; i < end; ++i) {
     const Action& a = actions[i];
     if (a.kind != ActionKind::kSendBackward) continue;
-    auto it = input_grads_.find(a.micro_batch);
+    auto it = input_grads_.find(Key{a.micro_batch, a.chunk});
     GiveBack(std::move(it->second));
     input_grads_.erase(it);
   }
@@ -107,76 +119,98 @@ Status StageExecutor::RunBatch(const std::vector<Action>& actions, size_t begin,
 
 Status StageExecutor::CheckInputSizes(std::span<const int32_t> inputs,
                                       std::span<const int32_t> targets) const {
-  const auto mb_tokens = static_cast<size_t>(b_ * t_);
-  const int64_t m = layout_.pipeline_of(rank_).micro_batches;
-  if (first_ && inputs.size() != static_cast<size_t>(m) * mb_tokens) {
-    return Err("rank {}: first stage needs {} input tokens, got {}", rank_,
-               static_cast<size_t>(m) * mb_tokens, inputs.size());
+  const auto tokens = static_cast<size_t>(m_ * b_ * t_);
+  if (holds_first() && inputs.size() != tokens) {
+    return Err("rank {}: first stage needs {} input tokens, got {}", rank_, tokens, inputs.size());
   }
-  if (last_ && targets.size() != static_cast<size_t>(m) * mb_tokens) {
-    return Err("rank {}: last stage needs {} target tokens, got {}", rank_,
-               static_cast<size_t>(m) * mb_tokens, targets.size());
+  if (holds_last() && targets.size() != tokens) {
+    return Err("rank {}: last stage needs {} target tokens, got {}", rank_, tokens, targets.size());
   }
   return Status::Ok();
 }
 
-Tensor StageExecutor::ForwardInput(int64_t k, std::span<const int32_t> inputs) {
-  if (first_) {
+Tensor StageExecutor::ForwardInput(int64_t k, int c, std::span<const int32_t> inputs) {
+  if (chunks_[static_cast<size_t>(c)].first) {
     const auto mb_tokens = static_cast<size_t>(b_ * t_);
-    stage_.backend().CopyFromHost(tokens_, inputs.data() + static_cast<size_t>(k) * mb_tokens,
-                                  mb_tokens * sizeof(int32_t));
+    chunks_.front().stage->backend().CopyFromHost(
+        tokens_, inputs.data() + static_cast<size_t>(k) * mb_tokens, mb_tokens * sizeof(int32_t));
     return tokens_;
   }
-  auto it = received_act_.find(k);
+  auto it = received_act_.find(Key{k, c});
   MOTLEY_CHECK(it != received_act_.end(), "Forward before its RecvForward");
   return it->second;
 }
 
 void StageExecutor::LoadTargets(int64_t k, std::span<const int32_t> targets) {
   const auto mb_tokens = static_cast<size_t>(b_ * t_);
-  stage_.backend().CopyFromHost(targets_, targets.data() + static_cast<size_t>(k) * mb_tokens,
-                                mb_tokens * sizeof(int32_t));
+  chunks_.back().stage->backend().CopyFromHost(
+      targets_, targets.data() + static_cast<size_t>(k) * mb_tokens, mb_tokens * sizeof(int32_t));
 }
 
-double StageExecutor::ForwardMicroBatch(int64_t k, std::span<const int32_t> inputs,
+double StageExecutor::ForwardMicroBatch(int64_t k, int c, std::span<const int32_t> inputs,
                                         std::span<const int32_t> targets) {
-  const Tensor input = ForwardInput(k, inputs);
+  Chunk& chunk = chunks_[static_cast<size_t>(c)];
+  const Tensor input = ForwardInput(k, c, inputs);
   double loss = 0.0;
-  if (last_) {
+  if (chunk.last) {
     LoadTargets(k, targets);
-    loss = stage_.ForwardLoss(k, input, targets_);
+    loss = chunk.stage->ForwardLoss(k, input, targets_);
   } else {
-    outputs_[k] = stage_.Forward(k, input);
+    outputs_[Key{k, c}] = chunk.stage->Forward(k, input);
   }
-  if (!first_) {
-    GiveBack(std::move(received_act_[k]));
-    received_act_.erase(k);
+  if (!chunk.first) {
+    auto it = received_act_.find(Key{k, c});
+    GiveBack(std::move(it->second));
+    received_act_.erase(it);
   }
   return loss;
+}
+
+void StageExecutor::BackwardMicroBatch(int64_t k, int c, float loss_scale) {
+  Chunk& chunk = chunks_[static_cast<size_t>(c)];
+  const Key key{k, c};
+  Tensor dinput;
+  if (chunk.last) {
+    dinput = chunk.stage->BackwardLoss(k, loss_scale);
+  } else {
+    auto it = received_grad_.find(key);
+    MOTLEY_CHECK(it != received_grad_.end(), "Backward before its RecvBackward");
+    dinput = chunk.stage->Backward(k, it->second);
+    GiveBack(std::move(it->second));
+    received_grad_.erase(it);
+  }
+  outputs_.erase(key);
+  if (!chunk.first) {  // dinput aliases the stage's buffer: keep a copy until it is sent
+    Tensor copy = TakeBuffer();
+    chunk.stage->backend().Copy(copy, dinput.Reshaped(copy.shape()));
+    input_grads_[key] = std::move(copy);
+  }
 }
 
 Result<double> StageExecutor::Evaluate(std::span<const int32_t> inputs,
                                        std::span<const int32_t> targets, StageTimes& times) {
   MOTLEY_RETURN_IF_ERROR(CheckInputSizes(inputs, targets));
-  const int64_t m = layout_.pipeline_of(rank_).micro_batches;
   double loss_sum = 0.0;
-  for (int64_t k = 0; k < m; ++k) {
-    if (!first_) {
-      const std::vector<Action> recv = {Action{ActionKind::kRecvForward, k}};
-      MOTLEY_RETURN_IF_ERROR(RunBatch(recv, 0, 1, times).WithContext("evaluation"));
+  for (int64_t k = 0; k < m_; ++k) {
+    for (int c = 0; c < static_cast<int>(chunks_.size()); ++c) {
+      const Chunk& chunk = chunks_[static_cast<size_t>(c)];
+      if (!chunk.first) {
+        const std::vector<Action> recv = {Action{ActionKind::kRecvForward, k, c}};
+        MOTLEY_RETURN_IF_ERROR(RunBatch(recv, 0, 1, times).WithContext("evaluation"));
+      }
+      const Seconds start = clock_.Now();
+      loss_sum += ForwardMicroBatch(k, c, inputs, targets);
+      times.forward_s += clock_.Since(start);
+      if (tp_ != nullptr && !tp_->status().ok()) {
+        return tp_->status().WithContext(fmt::format("rank {} evaluation F{}", rank_, k));
+      }
+      if (!chunk.last) {
+        const std::vector<Action> send = {Action{ActionKind::kSendForward, k, c}};
+        MOTLEY_RETURN_IF_ERROR(RunBatch(send, 0, 1, times).WithContext("evaluation"));
+        outputs_.erase(Key{k, c});
+      }
+      chunk.stage->Discard(k);
     }
-    const Seconds start = clock_.Now();
-    loss_sum += ForwardMicroBatch(k, inputs, targets);
-    times.forward_s += clock_.Since(start);
-    if (tp_ != nullptr && !tp_->status().ok()) {
-      return tp_->status().WithContext(fmt::format("rank {} evaluation F{}", rank_, k));
-    }
-    if (!last_) {
-      const std::vector<Action> send = {Action{ActionKind::kSendForward, k}};
-      MOTLEY_RETURN_IF_ERROR(RunBatch(send, 0, 1, times).WithContext("evaluation"));
-      outputs_.erase(k);
-    }
-    stage_.Discard(k);
   }
   return loss_sum;
 }
@@ -185,7 +219,6 @@ Result<double> StageExecutor::Run(std::span<const int32_t> inputs, std::span<con
                                   float loss_scale, const Hooks& hooks, StageTimes& times,
                                   std::vector<TraceEvent>* trace) {
   MOTLEY_RETURN_IF_ERROR(CheckInputSizes(inputs, targets));
-  tensor::Backend& backend = stage_.backend();
   auto check_tp = [&]() -> Status {
     if (tp_ != nullptr && !tp_->status().ok()) {
       return tp_->status().WithContext(fmt::format("rank {}", rank_));
@@ -209,30 +242,14 @@ Result<double> StageExecutor::Run(std::span<const int32_t> inputs, std::span<con
       }
       i = end;
     } else {
-      const int64_t k = a.micro_batch;
       switch (a.kind) {
         case ActionKind::kForward: {
-          loss_sum_ += ForwardMicroBatch(k, inputs, targets);
+          loss_sum_ += ForwardMicroBatch(a.micro_batch, a.chunk, inputs, targets);
           times.forward_s += clock_.Since(start);
           break;
         }
         case ActionKind::kBackward: {
-          Tensor dinput;
-          if (last_) {
-            dinput = stage_.BackwardLoss(k, loss_scale);
-          } else {
-            auto it = received_grad_.find(k);
-            MOTLEY_CHECK(it != received_grad_.end(), "Backward before its RecvBackward");
-            dinput = stage_.Backward(k, it->second);
-            GiveBack(std::move(it->second));
-            received_grad_.erase(it);
-          }
-          outputs_.erase(k);
-          if (!first_) {  // dinput aliases the stage's buffer: keep a copy until it is sent
-            Tensor copy = TakeBuffer();
-            backend.Copy(copy, dinput.Reshaped(copy.shape()));
-            input_grads_[k] = std::move(copy);
-          }
+          BackwardMicroBatch(a.micro_batch, a.chunk, loss_scale);
           times.backward_s += clock_.Since(start);
           break;
         }

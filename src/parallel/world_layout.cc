@@ -22,10 +22,16 @@ Result<WorldLayout> WorldLayout::Build(const spec::Plan& plan,
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
     const spec::PipelinePlan& pipe = plan.pipelines[p];
     if (pipe.stages.empty()) return Err("{}: pipelines[{}].stages: no stage", where, p);
+    if (pipe.chunks < 1 || pipe.stages.size() % static_cast<size_t>(pipe.chunks) != 0) {
+      return Err("{}: pipelines[{}]: chunks {} does not divide its {} stages", where, p,
+                 pipe.chunks, pipe.stages.size());
+    }
     if (pipe.micro_batches < 1 || pipe.micro_batch_size < 1) {
       return Err("{}: pipelines[{}]: micro_batches and micro_batch_size must be >= 1", where, p);
     }
-    for (size_t s = 0; s < pipe.stages.size(); ++s) {
+    // Device groups: the first p stages (an interleaved pipeline's later virtual stages repeat
+    // them, spec::PipelinePlan).
+    for (size_t s = 0; s < static_cast<size_t>(pipe.num_stages()); ++s) {
       const spec::StagePlan& stage = pipe.stages[s];
       if (stage.devices.empty()) {
         return Err("{}: pipelines[{}].stages[{}].devices: no device", where, p, s);
@@ -43,8 +49,8 @@ Result<WorldLayout> WorldLayout::Build(const spec::Plan& plan,
   }
   w.stage_ranks_.resize(plan.pipelines.size());
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
-    w.stage_ranks_[p].resize(plan.pipelines[p].stages.size());
-    for (size_t s = 0; s < plan.pipelines[p].stages.size(); ++s) {
+    w.stage_ranks_[p].resize(static_cast<size_t>(plan.pipelines[p].num_stages()));
+    for (size_t s = 0; s < w.stage_ranks_[p].size(); ++s) {
       w.stage_ranks_[p][s].resize(plan.pipelines[p].stages[s].devices.size());
     }
   }
@@ -93,51 +99,14 @@ const spec::PipelinePlan& WorldLayout::pipeline_of(int r) const {
   return plan_.pipelines[static_cast<size_t>(rank(r).pipeline)];
 }
 
-const spec::StagePlan& WorldLayout::stage_of(int r) const {
-  return pipeline_of(r).stages[static_cast<size_t>(rank(r).stage)];
+const spec::StagePlan& WorldLayout::stage_of(int r, int chunk) const {
+  const spec::PipelinePlan& pipe = pipeline_of(r);
+  MOTLEY_CHECK(chunk >= 0 && chunk < pipe.chunks, "WorldLayout: no such model chunk");
+  return pipe.stages[static_cast<size_t>(chunk * pipe.num_stages() + rank(r).stage)];
 }
 
 const std::vector<int>& WorldLayout::stage_ranks(int p, int s) const {
   return stage_ranks_.at(static_cast<size_t>(p)).at(static_cast<size_t>(s));
-}
-
-namespace {
-// The ranks of `receivers` (a stage, in TP-rank order) that a sender of TP rank sender_tp of a
-// stage of degree sender_degree serves (spec::BoundaryReceivers).
-std::vector<int> Served(const std::vector<int>& receivers, int sender_tp, int sender_degree) {
-  std::vector<int> out;
-  for (int j : spec::BoundaryReceivers(sender_tp, sender_degree,
-                                       static_cast<int>(receivers.size()))) {
-    out.push_back(receivers[static_cast<size_t>(j)]);
-  }
-  return out;
-}
-}  // namespace
-
-int WorldLayout::ForwardSource(int r) const {
-  const RankInfo& me = rank(r);
-  if (me.stage == 0) return -1;
-  const std::vector<int>& prev = stage_ranks(me.pipeline, me.stage - 1);
-  return prev[static_cast<size_t>(spec::BoundaryPeer(me.tp_rank, static_cast<int>(prev.size())))];
-}
-
-std::vector<int> WorldLayout::ForwardDestinations(int r) const {
-  const RankInfo& me = rank(r);
-  if (me.stage + 1 >= pipeline_of(r).num_stages()) return {};
-  return Served(stage_ranks(me.pipeline, me.stage + 1), me.tp_rank, me.tp_degree);
-}
-
-int WorldLayout::BackwardSource(int r) const {
-  const RankInfo& me = rank(r);
-  if (me.stage + 1 >= pipeline_of(r).num_stages()) return -1;
-  const std::vector<int>& next = stage_ranks(me.pipeline, me.stage + 1);
-  return next[static_cast<size_t>(spec::BoundaryPeer(me.tp_rank, static_cast<int>(next.size())))];
-}
-
-std::vector<int> WorldLayout::BackwardDestinations(int r) const {
-  const RankInfo& me = rank(r);
-  if (me.stage == 0) return {};
-  return Served(stage_ranks(me.pipeline, me.stage - 1), me.tp_rank, me.tp_degree);
 }
 
 }  // namespace motley::parallel

@@ -292,8 +292,8 @@ TEST(PlanTest, InterleavedPipelineRoundTripsAsVersionThree) {
 TEST(PlanTest, InterleavingRules) {
   EXPECT_EQ(Validate(InterleavedPlan()),
             "plan.json: pipelines[0].chunks: interleaved 1F1B (2 model chunks per device group) "
-            "is not run by this build yet: the runtime, the predictor and the simulator run one "
-            "chunk per device group; use chunks 1");
+            "is not run by this build yet: the predictor and the simulator time one chunk per "
+            "device group; use chunks 1");
   Plan gpipe = InterleavedPlan();
   gpipe.schedule = PipelineSchedule::kGPipe;
   EXPECT_EQ(Validate(gpipe),

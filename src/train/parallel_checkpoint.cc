@@ -53,15 +53,16 @@ int CommRank(const CheckpointWriters& writers, int q) {
 // tensors of q's parameter set, in the order q sends them (its set's order).
 std::vector<model::ParamInfo> ShardInfos(const spec::ModelSpec& model,
                                          const parallel::WorldLayout& layout, int q) {
-  std::vector<model::ParamInfo> infos =
-      model::StageParamInfos(model, parallel::StageLayoutOf(layout, q));
+  std::vector<model::ParamInfo> infos = parallel::RankParamInfos(model, layout, q);
   std::erase_if(infos, [](const model::ParamInfo& p) { return !p.sharded(); });
   return infos;
 }
 
 // Phase 3, a non-zero TP rank of pipeline 0: its shards to the stage's writer.
 Status SendShards(comm::Communicator& world, parallel::ParallelRank& rank, int writer) {
-  for (const model::Parameter& p : rank.stage().params()) {
+  const model::ParameterSet* params = rank.params();
+  MOTLEY_CHECK(params != nullptr, "checkpoint: an idle rank holds no shards");
+  for (const model::Parameter& p : *params) {
     if (!p.info.sharded()) continue;
     MOTLEY_CHECK(p.m.defined() && p.v.defined(), "checkpoint: moments not gathered");
     for (const Tensor* t : {&p.value, &p.m, &p.v}) {
@@ -99,7 +100,7 @@ Result<std::string> ReceiveAndWrite(comm::Communicator& world, const parallel::W
   const int num_stages = static_cast<int>(
       layout.plan().pipelines[static_cast<size_t>(writers.PipelineOf(0))].stages.size());
   Result<StageFiles> files = WriteStageFiles(
-      tmp, me.stage, num_stages, StageToSave(&backend, &rank.stage().params(), std::move(sources)),
+      tmp, me.stage, num_stages, StageToSave(&backend, rank.params(), std::move(sources)),
       /*save_optimizer=*/true);
   if (!files.ok()) {
     return Failure(

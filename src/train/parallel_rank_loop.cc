@@ -187,11 +187,10 @@ Status RunRank(RunContext& ctx, int r, comm::Communicator& host_world, VirtualCl
   const std::vector<int64_t> counts(static_cast<size_t>(world_size), stride);
   std::vector<TraceEvent>& trace = ctx.traces[static_cast<size_t>(r)];
   // Checked against the model by Prepare; an idle rank holds no stage.
-  if (ctx.start_from != nullptr && !state.rank->idle()) {
-    MOTLEY_RETURN_IF_ERROR(
-        ctx.start_from
-            ->LoadIntoStage(*backend, state.rank->stage().params(), ctx.start_with_moments)
-            .WithContext(ctx.start_with_moments ? "--resume" : "--init-from"));
+  if (model::ParameterSet* params = state.rank->params();
+      ctx.start_from != nullptr && params != nullptr) {
+    MOTLEY_RETURN_IF_ERROR(ctx.start_from->LoadIntoStage(*backend, *params, ctx.start_with_moments)
+                               .WithContext(ctx.start_with_moments ? "--resume" : "--init-from"));
   }
   SwitchOptions switch_options;
   switch_options.rank_options = rank_options;

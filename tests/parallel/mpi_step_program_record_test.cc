@@ -60,6 +60,10 @@ TEST(MpiStepProgramRecordTest, MixedTpAcrossPipelinesOfDifferentDepth) {  // 7 r
   ExpectRankFollowsTheProgram(recording::MixedDepths(), {0, 1, 2, 4, 5, 6, 7});
 }
 
+TEST(MpiStepProgramRecordTest, InterleavedWithTensorParallelism) {  // 5 ranks
+  ExpectRankFollowsTheProgram(recording::InterleavedTp(), {0, 1, 2, 3, 4});
+}
+
 TEST(MpiStepProgramRecordTest, TensorParallelismWithRecompute) {  // 4 ranks
   ExpectRankFollowsTheProgram(recording::TpWithRecompute(), {0, 1, 2, 3});
 }

@@ -1,8 +1,8 @@
-// Unit tests of the runtime pieces under the trainer: the plan -> ranks / samples / peers mapping,
-// parameter names -> gradient-group layers, TP sharding of the plan-independent initialisation,
-// and (multi-rank) that after a few steps every holder of a parameter, whatever its replica's
-// stage split and TP degree, holds bitwise the same values (the DP groups sum the right
-// gradients and every holder applies the same update).
+// Unit tests of the runtime pieces under the trainer: the plan -> ranks / samples mapping, the
+// step program's pipeline peers, parameter names -> gradient-group layers, TP sharding of the
+// plan-independent initialisation, and (multi-rank) that after a few steps every holder of a
+// parameter, whatever its replica's stage split and TP degree, holds bitwise the same values (the
+// DP groups sum the right gradients and every holder applies the same update).
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -19,6 +19,7 @@
 #include "parallel/parallel_rank.h"
 #include "parallel/world_layout.h"
 #include "parallel_test_util.h"
+#include "sched/step_program.h"
 #include "train/batch_sampler.h"
 #include "train/dataset.h"
 
@@ -52,23 +53,27 @@ TEST(WorldLayoutTest, RanksFollowDeviceIdsAndSamplesTileTheBatch) {
   EXPECT_EQ(layout->samples()[1][2].count, 2);
 }
 
-TEST(WorldLayoutTest, TransfersBetweenStagesOfDifferentTpDegrees) {
-  auto layout = WorldLayout::Build(MixedPlan());
-  ASSERT_TRUE(layout.ok());
+// The executor's pipeline peers are the step program's (sched::ChunkStep).
+TEST(StepProgramPeersTest, TransfersBetweenStagesOfDifferentTpDegrees) {
+  auto program = sched::BuildStepProgram(MixedPlan(), TinyModel(), 16);
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  auto peers = [&](int r) -> const sched::ChunkStep& {
+    return program->ranks[static_cast<size_t>(r)].chunks.at(0);
+  };
   // Pipeline 0: TP 2 (ranks 0, 1) -> TP 1 (rank 2): only TP rank 0 sends, rank 2 answers it.
-  EXPECT_EQ(layout->ForwardDestinations(0), std::vector<int>{2});
-  EXPECT_TRUE(layout->ForwardDestinations(1).empty());
-  EXPECT_EQ(layout->ForwardSource(2), 0);
-  EXPECT_EQ(layout->BackwardDestinations(2), (std::vector<int>{0, 1}));
-  EXPECT_EQ(layout->BackwardSource(0), 2);
-  EXPECT_EQ(layout->BackwardSource(1), 2);
+  EXPECT_EQ(peers(0).forward_destinations, std::vector<int>{2});
+  EXPECT_TRUE(peers(1).forward_destinations.empty());
+  EXPECT_EQ(peers(2).forward_source, 0);
+  EXPECT_EQ(peers(2).backward_destinations, (std::vector<int>{0, 1}));
+  EXPECT_EQ(peers(0).backward_source, 2);
+  EXPECT_EQ(peers(1).backward_source, 2);
   // Pipeline 1: TP 1 (rank 4) -> TP 2 (ranks 5, 6).
-  EXPECT_EQ(layout->ForwardDestinations(4), (std::vector<int>{5, 6}));
-  EXPECT_EQ(layout->ForwardSource(6), 4);
-  EXPECT_EQ(layout->BackwardDestinations(5), std::vector<int>{4});
-  EXPECT_TRUE(layout->BackwardDestinations(6).empty());
-  EXPECT_EQ(layout->ForwardSource(3), -1);
-  EXPECT_EQ(layout->BackwardSource(6), -1);
+  EXPECT_EQ(peers(4).forward_destinations, (std::vector<int>{5, 6}));
+  EXPECT_EQ(peers(6).forward_source, 4);
+  EXPECT_EQ(peers(5).backward_destinations, std::vector<int>{4});
+  EXPECT_TRUE(peers(6).backward_destinations.empty());
+  EXPECT_EQ(peers(3).forward_source, -1);
+  EXPECT_EQ(peers(6).backward_source, -1);
 }
 
 TEST(GradSyncTest, LayerOfParameterNames) {
@@ -178,7 +183,9 @@ TEST(ParallelRankTest, EveryHolderOfAParameterHoldsTheSameValuesAfterTraining) {
         if (result->skipped) return fail(Err("step {} skipped", step));
       }
       std::lock_guard<std::mutex> lock(mu);
-      for (const model::Parameter& p : (*rank)->stage().params()) {
+      const model::ParameterSet* held = (*rank)->params();
+      if (held == nullptr) return fail(Err("rank {} holds no parameters", r));
+      for (const model::Parameter& p : *held) {
         const auto key = std::make_pair(me.pipeline, p.name());
         auto& buf = values[key];
         buf.resize(static_cast<size_t>(p.info.FullShape().numel()));
@@ -260,13 +267,15 @@ TEST(ParallelRankTest, ZeroOneShardsMomentsAndGathersThemWhole) {
         auto result = (*rank)->Step(step, inputs, targets);
         if (!result.ok()) return fail(result.status());
       }
+      const model::ParameterSet* held = (*rank)->params();
+      if (held == nullptr) return fail(Err("rank {} holds no parameters", r));
       int sharded = 0;
-      for (const model::Parameter& p : (*rank)->stage().params()) sharded += !p.m.defined();
+      for (const model::Parameter& p : *held) sharded += !p.m.defined();
       const Status gathered = (*rank)->GatherOptimizerState();
       if (!gathered.ok()) return fail(gathered);
       std::lock_guard<std::mutex> lock(mu);
       undefined[r] = sharded;
-      for (const model::Parameter& p : (*rank)->stage().params()) {
+      for (const model::Parameter& p : *held) {
         if (!p.m.defined()) return fail(Err("{}: moments not gathered", p.name()));
         moments[r][p.name()] = Host(backend, p.m);
       }

@@ -36,11 +36,12 @@ namespace {
 
 using recording::Call;
 using recording::CompareRank;
-using recording::Log;
-using recording::ProgramOf;
 using recording::GPipe;
+using recording::InterleavedTp;
+using recording::Log;
 using recording::MixedDepths;
 using recording::MixedThreeReplicas;
+using recording::ProgramOf;
 using recording::RecordingCommunicator;
 using recording::ThreeReplicas;
 using recording::TwoByTwo;
@@ -192,6 +193,12 @@ TEST(StepProgramRecordTest, MixedTpAcrossPipelinesOfDifferentDepth) {
 }
 TEST(StepProgramRecordTest, DataAndPipelineParallel) {
   ExpectRuntimeFollowsTheProgram(TwoByTwo(), {0, 1, 2, 3});
+}
+TEST(StepProgramRecordTest, InterleavedWithTensorParallelism) {
+  ExpectRuntimeFollowsTheProgram(InterleavedTp(), {0, 1, 2, 3, 4});
+}
+TEST(StepProgramRecordTest, InterleavedZeroOne) {
+  ExpectRuntimeFollowsTheProgram(Zero1(InterleavedTp()), {0, 1, 2, 3, 4});
 }
 TEST(StepProgramRecordTest, GPipe) {
   ExpectRuntimeFollowsTheProgram(GPipe(TwoByTwo()), {0, 1, 2, 3});

@@ -264,6 +264,20 @@ inline spec::Plan TpWithRecompute() {
   plan.pipelines[0].stages[1].recompute = spec::Recompute::kSelective;
   return plan;
 }
+// Interleaved 1F1B: a pipeline of a TP-2 group (devices 0, 1) and a single device (2), two
+// one-block chunks each, beside a plain two-stage replica (devices 3, 4).
+inline spec::Plan InterleavedTp() {
+  spec::Plan plan = testing::MakePlan(
+      {testing::Pipeline(
+           {testing::Stage(0, 1, true, false, {0, 1}), testing::Stage(1, 1, false, false, {2}),
+            testing::Stage(2, 1, false, false, {0, 1}), testing::Stage(3, 1, false, true, {2})},
+           2, 1),
+       testing::Pipeline(
+           {testing::Stage(0, 2, true, false, {3}), testing::Stage(2, 2, false, true, {4})}, 2, 1)},
+      "interleaved-tp");
+  plan.pipelines[0].chunks = 2;
+  return plan;
+}
 // Three single-stage replicas (uneven ZeRO-1 chunks: 9,280 / 3 is not whole).
 inline spec::Plan ThreeReplicas() {
   return testing::MakePlan({testing::Pipeline({testing::Stage(0, 4, true, true, {0})}, 2, 2),
