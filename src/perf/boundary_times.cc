@@ -153,7 +153,8 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       const spec::PipelinePlan& pipe = plan.pipelines[k];
       std::vector<Seconds> f;
       std::vector<Seconds> b;
-      std::vector<double> key = {static_cast<double>(pipe.micro_batches)};
+      std::vector<double> key = {static_cast<double>(pipe.micro_batches),
+                                 static_cast<double>(pipe.chunks)};
       for (const StageCost& c : (*costs)[k]) {
         f.push_back(c.forward_s);
         b.push_back(c.backward_s);
@@ -166,8 +167,9 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       walk_of[k] = it->second;
       if (!fresh) continue;
       std::vector<TransferSpan> spans;
-      PipelinePhaseEnds(f, b, std::vector<Seconds>(pipe.stages.size(), 0.0), out.fwd_s[k],
-                        out.bwd_s[k], pipe.micro_batches, plan.schedule, &spans);
+      PipelinePhaseEnds(f, b, std::vector<Seconds>(static_cast<size_t>(pipe.num_stages()), 0.0),
+                        out.fwd_s[k], out.bwd_s[k], pipe.micro_batches, plan.schedule, &spans,
+                        pipe.chunks);
       std::vector<std::vector<std::pair<Seconds, Seconds>>>& lists =
           walks.emplace_back(2 * (pipe.stages.empty() ? 0 : pipe.stages.size() - 1));
       for (const TransferSpan& t : spans) {

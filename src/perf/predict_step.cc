@@ -297,15 +297,49 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
     }
   }
   const BoundaryTimes links = SolveBoundaryTimes(plan, link_rates, &costs);
-  // Identical pipelines from identical ready times, within and across the walks below.
-  std::map<std::vector<double>, std::vector<Seconds>> phase_cache;
+  // The device links each directed pair of device groups of pipeline k sends its messages over
+  // ([k][from * p + to]: (sender, receiver) devices, one per receiving TP rank): the walk starts
+  // them where earlier operations left them (the runtime queues a rank's transfers to one peer on
+  // one link) and leaves them busy until its last transfer arrives.
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> group_pairs(np);
+  for (size_t k = 0; k < np && exact; ++k) {
+    const spec::PipelinePlan& pipe = plan.pipelines[k];
+    const auto p = static_cast<size_t>(pipe.num_stages());
+    group_pairs[k].resize(p * p);
+    auto add = [&](size_t from_s, size_t to_s) {
+      const spec::StagePlan& from = pipe.stages[from_s];
+      const spec::StagePlan& to = pipe.stages[to_s];
+      auto& pairs = group_pairs[k][(from_s % p) * p + to_s % p];
+      for (size_t j = 0; j < to.devices.size(); ++j) {
+        const std::pair<int, int> link{from.devices[static_cast<size_t>(spec::BoundaryPeer(
+                                           static_cast<int>(j), from.tp_degree))],
+                                       to.devices[j]};
+        if (std::find(pairs.begin(), pairs.end(), link) == pairs.end()) pairs.push_back(link);
+      }
+    };
+    for (size_t b = 0; b + 1 < pipe.stages.size(); ++b) {
+      add(b, b + 1);  // activations
+      add(b + 1, b);  // gradients
+    }
+  }
+  // Identical pipelines from identical ready times and links, within and across the walks below:
+  // per key, the groups' ends and the group links after the walk.
+  std::map<std::vector<double>, std::pair<std::vector<Seconds>, std::vector<Seconds>>> phase_cache;
   auto own_phase = [&](const std::vector<std::vector<Seconds>>& ready) {
     std::vector<std::vector<Seconds>> ends(np);
-    std::map<std::vector<double>, std::vector<Seconds>>& cache = phase_cache;
+    auto& cache = phase_cache;
     for (size_t k = 0; k < np; ++k) {
       const spec::PipelinePlan& pipe = plan.pipelines[k];
+      std::vector<Seconds> group_links(group_pairs[k].size(), 0.0);
+      for (size_t g = 0; g < group_pairs[k].size(); ++g) {
+        for (const std::pair<int, int>& link : group_pairs[k][g]) {
+          auto it = link_free.find(link);
+          if (it != link_free.end()) group_links[g] = std::max(group_links[g], it->second);
+        }
+      }
       std::vector<Seconds> f, b;
-      std::vector<double> key = {static_cast<double>(pipe.micro_batches)};
+      std::vector<double> key = {static_cast<double>(pipe.micro_batches),
+                                 static_cast<double>(pipe.chunks)};
       for (const StageCost& c : costs[k]) {
         f.push_back(c.forward_s);
         b.push_back(c.backward_s);
@@ -315,14 +349,22 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
       key.insert(key.end(), ready[k].begin(), ready[k].end());
       key.insert(key.end(), links.fwd_s[k].begin(), links.fwd_s[k].end());
       key.insert(key.end(), links.bwd_s[k].begin(), links.bwd_s[k].end());
+      key.insert(key.end(), group_links.begin(), group_links.end());
       auto it = cache.find(key);
       if (it == cache.end()) {
-        it = cache
-                 .emplace(key, PipelinePhaseEnds(f, b, ready[k], links.fwd_s[k], links.bwd_s[k],
-                                                 pipe.micro_batches, plan.schedule))
-                 .first;
+        std::vector<Seconds> after = group_links;
+        std::vector<Seconds> phase_ends =
+            PipelinePhaseEnds(f, b, ready[k], links.fwd_s[k], links.bwd_s[k], pipe.micro_batches,
+                              plan.schedule, nullptr, pipe.chunks, exact ? &after : nullptr);
+        it = cache.emplace(key, std::make_pair(std::move(phase_ends), std::move(after))).first;
       }
-      ends[k] = it->second;
+      ends[k] = it->second.first;
+      for (size_t g = 0; g < group_pairs[k].size(); ++g) {
+        for (const std::pair<int, int>& link : group_pairs[k][g]) {
+          Seconds& free = link_free[link];
+          free = std::max(free, it->second.second[g]);
+        }
+      }
     }
     return ends;
   };
@@ -356,7 +398,9 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
   auto step = [&](const std::vector<Seconds>& start, std::vector<SetSpan>* spans) {
     std::fill(optimizer_s.begin(), optimizer_s.end(), 0.0);
     std::vector<std::vector<Seconds>> ready(np);
-    for (size_t k = 0; k < np; ++k) ready[k].assign(plan.pipelines[k].stages.size(), 0.0);
+    for (size_t k = 0; k < np; ++k) {  // per device group
+      ready[k].assign(static_cast<size_t>(plan.pipelines[k].num_stages()), 0.0);
+    }
     std::vector<size_t> pc(n, 0);  // each rank's next op
     for (size_t r = 0; r < n; ++r) {
       const sched::RankStep& rs = program.ranks[r];
@@ -424,18 +468,23 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
       }
     }
     for (size_t r = 0; r < n; ++r) advance(r);
-    // Per-stage fields (max over the stage's ranks).
+    // Per-stage fields (max over the stage's ranks; under interleaving, every virtual stage of
+    // a device group gets the group's).
     for (size_t k = 0; k < np; ++k) {
       pred.stages[k].assign(plan.pipelines[k].stages.size(), StagePrediction{});
     }
     for (size_t r = 0; r < n; ++r) {
-      StagePrediction& sp =
-          pred.stages[static_cast<size_t>(ranks[r].pipeline)][static_cast<size_t>(ranks[r].stage)];
-      sp.last_backward_end_s = pipeline_end[r];
-      sp.dp_start_s = pipeline_end[r];
-      sp.dp_sync_s = std::max(sp.dp_sync_s, dp_s[r]);
-      sp.optimizer_s = std::max(sp.optimizer_s, optimizer_s[r]);
-      sp.finish_s = std::max(sp.finish_s, t[r]);
+      const spec::PipelinePlan& pipe = plan.pipelines[static_cast<size_t>(ranks[r].pipeline)];
+      for (int c = 0; c < pipe.chunks; ++c) {
+        StagePrediction& sp =
+            pred.stages[static_cast<size_t>(ranks[r].pipeline)]
+                       [static_cast<size_t>(c * pipe.num_stages() + ranks[r].stage)];
+        sp.last_backward_end_s = pipeline_end[r];
+        sp.dp_start_s = pipeline_end[r];
+        sp.dp_sync_s = std::max(sp.dp_sync_s, dp_s[r]);
+        sp.optimizer_s = std::max(sp.optimizer_s, optimizer_s[r]);
+        sp.finish_s = std::max(sp.finish_s, t[r]);
+      }
     }
     return t;
   };

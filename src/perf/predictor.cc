@@ -309,6 +309,11 @@ Predictor::PlanMemoryCheck Predictor::CheckPlanMemory(const spec::Plan& plan) co
   PlanMemoryCheck out;
   out.verdict = MemoryVerdict::kFits;
   Bytes worst_excess = 0;
+  for (const spec::PipelinePlan& pipe : plan.pipelines) {
+    // A device holds every chunk of its group: this per-stage check would see one chunk; the
+    // full prediction (FillMemoryAndRates) sums them.
+    if (pipe.chunks > 1) return {MemoryVerdict::kUnknown, ""};
+  }
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
@@ -414,28 +419,35 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
   const sched::PlanSchedules& schedules = program.schedules;
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
     const spec::PipelinePlan& pipe = plan.pipelines[k];
+    const auto p = static_cast<size_t>(pipe.num_stages());
+    // Each virtual stage's own bytes on its devices (its chunk's Stage; the rank's optimizer
+    // state, ZeRO-1 temporaries and transfer buffers counted with chunk 0), then per device group
+    // the sum over its chunks: a device holds every chunk of its group.
+    std::vector<StageMemory> own(pipe.stages.size());
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& st = pipe.stages[i];
-      StagePrediction& sp = pred->stages[k][i];
-      const int type = cluster_.device(st.devices.front()).type;
-      sp.device_type = type;
+      const bool rank_level = i < p;  // chunk 0 of its group
       StageMemoryInput in = StageMemoryInputOf(st, pipe, train_.seq_len, schedules.in_flight(k, i));
-      // ZeRO-1's sharding degree for the estimate: the smallest over the stage's layers (1 where
+      // ZeRO-1's sharding degree for the estimate: the smallest over the chunk's layers (1 where
       // a layer is not sharded: held alone, or mixed TP degrees).
+      std::vector<int64_t> layers;
+      spec::ForEachGradientLayerOf(st, model_.num_blocks, [&](int64_t l) { layers.push_back(l); });
       in.dp_degree = 0;
       for (int device : st.devices) {
         const sched::RankStep& rs =
             program.ranks[static_cast<size_t>(program.RankOfDevice(device))];
         int64_t sharded_layers = 0;
         for (const sched::StepOp& op : rs.ops) {
-          if (op.kind != sched::StepOpKind::kLayerReduceScatter) continue;
+          if (op.kind != sched::StepOpKind::kLayerReduceScatter ||
+              std::find(layers.begin(), layers.end(), op.layer) == layers.end()) {
+            continue;
+          }
           ++sharded_layers;
           const auto members = static_cast<int64_t>(
               program.collectives[static_cast<size_t>(op.collective)].members.size());
           in.dp_degree = in.dp_degree == 0 ? members : std::min(in.dp_degree, members);
         }
-        const int64_t held = st.num_blocks + (st.has_embedding ? 1 : 0) + (st.has_head ? 1 : 0);
-        if (sharded_layers < held) in.dp_degree = 1;
+        if (sharded_layers < static_cast<int64_t>(layers.size())) in.dp_degree = 1;
       }
       in.dp_degree = std::max<int64_t>(in.dp_degree, 1);
       in.recompute = st.recompute;
@@ -450,30 +462,52 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
         r.seq_len = train_.seq_len;
         r.recompute = st.recompute;
         r.activation_slots = in.in_flight;
-        r.transfer_buffers = schedules.buffers_held(k, i);
-        sp.memory = StageMemory{};
+        r.transfer_buffers = rank_level ? schedules.buffers_held(k, i) : 0;
         for (int device : st.devices) {
           const int rank = program.RankOfDevice(device);
           r.moment_elements = 0;
-          for (const sched::StepOp& op : program.ranks[static_cast<size_t>(rank)].ops) {
-            if (op.kind == sched::StepOpKind::kOptimizer) r.moment_elements += op.elements;
+          r.zero1_segment = 0;
+          if (rank_level) {
+            for (const sched::StepOp& op : program.ranks[static_cast<size_t>(rank)].ops) {
+              if (op.kind == sched::StepOpKind::kOptimizer) r.moment_elements += op.elements;
+            }
+            r.zero1_segment = LargestZero1Segment(model_, program, rank);
           }
-          r.zero1_segment = LargestZero1Segment(model_, program, rank);
           const StageMemory mine = RuntimeRankMemory(model_, r);
-          if (mine.total() > sp.memory.total()) sp.memory = mine;
+          if (mine.total() > own[i].total()) own[i] = mine;
         }
       } else {
-        sp.memory = StageMemoryPerDevice(model_, in, settings_);
+        own[i] = StageMemoryPerDevice(model_, in, settings_);
       }
-      sp.capacity = cluster_.device_types[static_cast<size_t>(type)].memory_bytes;
+    }
+    for (size_t g = 0; g < p; ++g) {
+      StageMemory device;
+      int64_t in_flight = 0;
+      for (size_t i = g; i < pipe.stages.size(); i += p) {
+        device.weights += own[i].weights;
+        device.gradients += own[i].gradients;
+        device.optimizer += own[i].optimizer;
+        device.activations += own[i].activations;
+        device.buffers += own[i].buffers;
+        in_flight += schedules.in_flight(k, i);
+      }
+      const spec::StagePlan& st = pipe.stages[g];
+      const int type = cluster_.device(st.devices.front()).type;
+      const Bytes capacity = cluster_.device_types[static_cast<size_t>(type)].memory_bytes;
+      for (size_t i = g; i < pipe.stages.size(); i += p) {
+        StagePrediction& sp = pred->stages[k][i];
+        sp.device_type = type;
+        sp.memory = device;
+        sp.capacity = capacity;
+      }
       auto& peak = pred->peak_memory_per_type[static_cast<size_t>(type)];
-      peak = std::max(peak, sp.memory.total());
-      const Bytes excess = sp.memory.total() - sp.capacity;
+      peak = std::max(peak, device.total());
+      const Bytes excess = device.total() - capacity;
       if (excess > 0 && excess > worst_mem_excess) {
         worst_mem_excess = excess;
         pred->fits_memory = false;
         pred->memory_violation =
-            MemoryViolationText(cluster_, k, i, st, pipe, in.in_flight, sp.memory, sp.capacity);
+            MemoryViolationText(cluster_, k, g, st, pipe, in_flight, device, capacity);
       }
     }
   }

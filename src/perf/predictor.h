@@ -80,7 +80,7 @@ struct StagePrediction {
   Seconds dp_sync_s = 0;       // layer collectives of the stage (all-reduces; ZeRO-1 RS + AG)
   Seconds optimizer_s = 0;
   Seconds finish_s = 0;        // end of the optimizer step
-  StageMemory memory;          // per device
+  StageMemory memory;          // per device (interleaved: its group's chunks, on each of them)
   Bytes capacity = 0;          // device memory
   int device_type = 0;
 };

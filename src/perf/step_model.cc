@@ -97,25 +97,31 @@ namespace {
 using sched::Action;
 using sched::ActionKind;
 
-// The exact walk of the action lists for m micro-batches (see step_model.h).
-std::vector<Seconds> WalkPipeline(const std::vector<Seconds>& forward_s,
-                                  const std::vector<Seconds>& backward_s,
-                                  const std::vector<Seconds>& ready_s,
-                                  const std::vector<Seconds>& fwd_link_s,
-                                  const std::vector<Seconds>& bwd_link_s, int64_t m,
-                                  spec::PipelineSchedule schedule,
-                                  std::vector<TransferSpan>* transfers) {
-  const int p = static_cast<int>(forward_s.size());
-  auto built = sched::StoredSchedule(schedule, p, m);
+// The exact walk of the action lists for m micro-batches (see step_model.h). Virtual stage
+// s = chunk * p + i of device group i; boundary b joins virtual stages b and b + 1 (device groups
+// b mod p and (b + 1) mod p); a transfer queues on the directed pair of groups it crosses.
+std::vector<Seconds> WalkPipeline(
+    const std::vector<Seconds>& forward_s, const std::vector<Seconds>& backward_s,
+    const std::vector<Seconds>& ready_s, const std::vector<Seconds>& fwd_link_s,
+    const std::vector<Seconds>& bwd_link_s, int64_t m, spec::PipelineSchedule schedule, int chunks,
+    std::vector<TransferSpan>* transfers, std::vector<Seconds>* group_links) {
+  const int p = static_cast<int>(ready_s.size());
+  const int num_virtual = static_cast<int>(forward_s.size());
+  auto built = sched::StoredSchedule(schedule, p, m, chunks);
   MOTLEY_CHECK(built.ok(), built.status().message());
   const sched::Schedule& sch = (*built)->schedule;
   constexpr Seconds kUnknown = -1;
-  const auto pm = static_cast<size_t>(p > 1 ? p - 1 : 0);
-  // arrive_fwd[i][k]: activation k at stage i + 1; arrive_bwd[i][k]: gradient k at stage i.
-  std::vector<std::vector<Seconds>> arrive_fwd(pm, std::vector<Seconds>(static_cast<size_t>(m), kUnknown));
+  const auto num_boundaries = static_cast<size_t>(num_virtual > 1 ? num_virtual - 1 : 0);
+  // arrive_fwd[b][k]: activation k at virtual stage b + 1; arrive_bwd[b][k]: gradient k at b.
+  std::vector<std::vector<Seconds>> arrive_fwd(
+      num_boundaries, std::vector<Seconds>(static_cast<size_t>(m), kUnknown));
   std::vector<std::vector<Seconds>> arrive_bwd = arrive_fwd;
-  std::vector<Seconds> free_fwd(pm, 0.0);
-  std::vector<Seconds> free_bwd(pm, 0.0);
+  // When each directed pair of device groups is free: [from * p + to].
+  std::vector<Seconds> link_free(static_cast<size_t>(p * p), 0.0);
+  if (group_links != nullptr) link_free = *group_links;
+  auto link = [&](int from, int to) -> Seconds& {
+    return link_free[static_cast<size_t>(from * p + to)];
+  };
   std::vector<size_t> pc(static_cast<size_t>(p), 0);
   std::vector<bool> posted(static_cast<size_t>(p), false);
   std::vector<Seconds> t = ready_s;
@@ -128,13 +134,14 @@ std::vector<Seconds> WalkPipeline(const std::vector<Seconds>& forward_s,
     const std::vector<Action>& list = sch.stages[iu];
     while (pc[iu] < list.size()) {
       const Action& a = list[pc[iu]];
+      const auto s = static_cast<size_t>(a.chunk * p + i);  // virtual stage
       if (a.kind == ActionKind::kForward) {
-        t[iu] += forward_s[iu];
+        t[iu] += forward_s[s];
         ++pc[iu];
         continue;
       }
       if (a.kind == ActionKind::kBackward) {
-        t[iu] += backward_s[iu];
+        t[iu] += backward_s[s];
         ++pc[iu];
         continue;
       }
@@ -144,20 +151,25 @@ std::vector<Seconds> WalkPipeline(const std::vector<Seconds>& forward_s,
         for (size_t j = pc[iu]; j < end; ++j) {
           const Action& x = list[j];
           const auto xk = static_cast<size_t>(x.micro_batch);
+          const int xs = x.chunk * p + i;
           if (x.kind == ActionKind::kSendForward) {
-            const Seconds from = std::max(t[iu], free_fwd[iu]);
-            const Seconds at = from + fwd_link_s[iu];
-            free_fwd[iu] = at;
-            arrive_fwd[iu][xk] = at;
-            work.push_back(i + 1);
-            if (transfers != nullptr) transfers->push_back(TransferSpan{i, 0, from, at});
+            const auto b = static_cast<size_t>(xs);
+            Seconds& free = link(i, (xs + 1) % p);
+            const Seconds from = std::max(t[iu], free);
+            const Seconds at = from + fwd_link_s[b];
+            free = at;
+            arrive_fwd[b][xk] = at;
+            work.push_back((xs + 1) % p);
+            if (transfers != nullptr) transfers->push_back(TransferSpan{xs, 0, from, at});
           } else if (x.kind == ActionKind::kSendBackward) {
-            const Seconds from = std::max(t[iu], free_bwd[iu - 1]);
-            const Seconds at = from + bwd_link_s[iu - 1];
-            free_bwd[iu - 1] = at;
-            arrive_bwd[iu - 1][xk] = at;
-            work.push_back(i - 1);
-            if (transfers != nullptr) transfers->push_back(TransferSpan{i - 1, 1, from, at});
+            const auto b = static_cast<size_t>(xs - 1);
+            Seconds& free = link(i, (xs - 1) % p);
+            const Seconds from = std::max(t[iu], free);
+            const Seconds at = from + bwd_link_s[b];
+            free = at;
+            arrive_bwd[b][xk] = at;
+            work.push_back(static_cast<int>(b % static_cast<size_t>(p)));
+            if (transfers != nullptr) transfers->push_back(TransferSpan{xs - 1, 1, from, at});
           }
         }
         posted[iu] = true;
@@ -167,9 +179,10 @@ std::vector<Seconds> WalkPipeline(const std::vector<Seconds>& forward_s,
       for (size_t j = pc[iu]; j < end && !blocked; ++j) {
         const Action& x = list[j];
         const auto xk = static_cast<size_t>(x.micro_batch);
+        const auto xs = static_cast<size_t>(x.chunk * p + i);
         Seconds at = -2;
-        if (x.kind == ActionKind::kRecvForward) at = arrive_fwd[iu - 1][xk];
-        if (x.kind == ActionKind::kRecvBackward) at = arrive_bwd[iu][xk];
+        if (x.kind == ActionKind::kRecvForward) at = arrive_fwd[xs - 1][xk];
+        if (x.kind == ActionKind::kRecvBackward) at = arrive_bwd[xs][xk];
         if (at == kUnknown) blocked = true;
         done = std::max(done, at);
       }
@@ -183,25 +196,27 @@ std::vector<Seconds> WalkPipeline(const std::vector<Seconds>& forward_s,
     MOTLEY_CHECK(pc[static_cast<size_t>(i)] == sch.stages[static_cast<size_t>(i)].size(),
                  "pipeline walk deadlocked");
   }
+  if (group_links != nullptr) *group_links = link_free;
   return t;
 }
 
 }  // namespace
 
-std::vector<Seconds> PipelinePhaseEnds(const std::vector<Seconds>& forward_s,
-                                       const std::vector<Seconds>& backward_s,
-                                       const std::vector<Seconds>& ready_s,
-                                       const std::vector<Seconds>& fwd_link_s,
-                                       const std::vector<Seconds>& bwd_link_s,
-                                       int64_t micro_batches, spec::PipelineSchedule schedule,
-                                       std::vector<TransferSpan>* transfers) {
-  const size_t p = forward_s.size();
-  MOTLEY_CHECK(p >= 1 && backward_s.size() == p && ready_s.size() == p &&
-                   fwd_link_s.size() + 1 >= p && bwd_link_s.size() + 1 >= p &&
-                   micro_batches >= 1,
-               "bad pipeline phase input");
+std::vector<Seconds> PipelinePhaseEnds(
+    const std::vector<Seconds>& forward_s, const std::vector<Seconds>& backward_s,
+    const std::vector<Seconds>& ready_s, const std::vector<Seconds>& fwd_link_s,
+    const std::vector<Seconds>& bwd_link_s, int64_t micro_batches, spec::PipelineSchedule schedule,
+    std::vector<TransferSpan>* transfers, int chunks, std::vector<Seconds>* group_links) {
+  const size_t num_virtual = forward_s.size();
+  MOTLEY_CHECK(
+      chunks >= 1 && !ready_s.empty() &&
+          num_virtual == ready_s.size() * static_cast<size_t>(chunks) &&
+          backward_s.size() == num_virtual && fwd_link_s.size() + 1 >= num_virtual &&
+          bwd_link_s.size() + 1 >= num_virtual && micro_batches >= 1 &&
+          (group_links == nullptr || group_links->size() == ready_s.size() * ready_s.size()),
+      "bad pipeline phase input");
   return WalkPipeline(forward_s, backward_s, ready_s, fwd_link_s, bwd_link_s, micro_batches,
-                      schedule, transfers);
+                      schedule, chunks, transfers, group_links);
 }
 
 Seconds PipelinePhaseLowerBound(const std::vector<Seconds>& forward_s,

@@ -63,17 +63,24 @@ struct RingSteps {
 };
 RingSteps RingStepsOf(const sched::Collective& collective, double element_bytes);
 
-// One pipeline's stages running their 1F1B or GPipe action lists with eager sends: stage i
-// starts at ready_s[i], a forward takes forward_s[i], a backward backward_s[i]; an activation
-// from stage i to i + 1 takes fwd_link_s[i] (queued on that link), a gradient from i + 1 to i
-// bwd_link_s[i]. Returns, per stage, when its last pipeline action ends. Exact: every action is
+// One pipeline's stages running their 1F1B, GPipe or interleaved 1F1B action lists with eager
+// sends: device group i starts at ready_s[i] (p entries); a forward of virtual stage s (chunk
+// c of group i: s = c p + i; s = i without interleaving, chunks = 1) takes forward_s[s], a
+// backward backward_s[s] (p chunks entries each); an activation from virtual stage s to s + 1
+// takes fwd_link_s[s], a gradient from s + 1 to s bwd_link_s[s], each queued behind the earlier
+// transfers from its sending group to its receiving group (one queue per directed pair of groups,
+// as the simulator's device links; without interleaving, one per boundary and direction).
+// Returns, per device group, when its last pipeline action ends. `group_links` (optional, p * p
+// entries [from * p + to]): in, when each directed pair of groups is free of earlier transfers
+// (the runtime queues a rank's pipeline messages behind its collectives' on the same link); out,
+// when the walk leaves it free. Exact: every action is
 // walked, O(p m) (no extrapolation from a few micro-batches: with links the per-micro-batch
 // increment settles only after a transient that may oscillate, so extrapolating from the first
 // 2p + 4 micro-batches, as this function once did, was off by up to 6% against the event replay
 // at 64 micro-batches).
 // When a pipeline transfer occupies its link: from when it starts (its send, or the link freeing
-// up from the transfer before) to its arrival. `boundary` i joins stages i and i + 1; `dir` 0 is
-// an activation (i -> i + 1), 1 a gradient.
+// up from the transfer before) to its arrival. `boundary` i joins (virtual) stages i and i + 1;
+// `dir` 0 is an activation (i -> i + 1), 1 a gradient.
 struct TransferSpan {
   int boundary = 0;
   int dir = 0;
@@ -87,7 +94,8 @@ std::vector<Seconds> PipelinePhaseEnds(const std::vector<Seconds>& forward_s,
                                        const std::vector<Seconds>& fwd_link_s,
                                        const std::vector<Seconds>& bwd_link_s,
                                        int64_t micro_batches, spec::PipelineSchedule schedule,
-                                       std::vector<TransferSpan>* transfers = nullptr);
+                                       std::vector<TransferSpan>* transfers = nullptr,
+                                       int chunks = 1, std::vector<Seconds>* group_links = nullptr);
 
 // A proven lower bound on max_i PipelinePhaseEnds(...)[i] for ready_s >= 0 and links >= 0, in
 // O(p): a stage's actions run one at a time, stage i cannot start before micro-batch 0's forwards

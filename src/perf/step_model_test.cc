@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include "perf/emulated_compute_model.h"
@@ -125,6 +126,53 @@ TEST(StepModelTest, PipelineLowerBoundHoldsAndIsTightWithoutLinks) {
                 *std::max_element(ends.begin(), ends.end()) * (1 + 1e-12))
           << "trial " << trial << " p " << p << " m " << m;
     }
+  }
+}
+
+// Interleaved 1F1B without communication: with v chunks of equal cost per device group (each
+// chunk's forward f and backward b), Narayanan et al. (SC'21 §2.2) give a bubble of
+// (p - 1)(f + b), v times smaller than 1F1B's over the same per-device work, so the phase
+// ends at (m v + p - 1)(f + b) for m a multiple of p. v = 1 is the 1F1B formula.
+TEST(StepModelTest, InterleavedWalkMatchesTheNarayananBubble) {
+  for (int p : {2, 3, 4}) {
+    for (int v : {1, 2, 3}) {
+      for (int64_t m : {int64_t{p}, int64_t{2 * p}, int64_t{5 * p}}) {
+        const auto V = static_cast<size_t>(p * v);
+        const std::vector<Seconds> f(V, 1.0), b(V, 2.0), c(V - 1, 0.0);
+        const std::vector<Seconds> ready(static_cast<size_t>(p), 0.0);
+        const auto ends =
+            PipelinePhaseEnds(f, b, ready, c, c, m, spec::PipelineSchedule::k1F1B, nullptr, v);
+        ASSERT_EQ(ends.size(), static_cast<size_t>(p));
+        EXPECT_NEAR(*std::max_element(ends.begin(), ends.end()),
+                    static_cast<double>(m * v + p - 1) * 3.0, 1e-9)
+            << "p " << p << " v " << v << " m " << m;
+      }
+    }
+  }
+}
+
+// Under interleaving every chunk's transfers queue on their directed pair of groups: the walk
+// posts each transfer from one group to another after the one before has arrived (with p = 2,
+// activations of even boundaries and gradients of odd ones share the link 0 -> 1).
+TEST(StepModelTest, InterleavedTransfersQueueOnTheirGroupPair) {
+  const int p = 2;
+  const int v = 2;
+  const std::vector<Seconds> f(4, 1.0), b(4, 2.0), links(3, 0.7), ready(2, 0.0);
+  std::vector<TransferSpan> spans;
+  const auto ends =
+      PipelinePhaseEnds(f, b, ready, links, links, 4, spec::PipelineSchedule::k1F1B, &spans, v);
+  ASSERT_EQ(ends.size(), 2U);
+  EXPECT_GT(*std::max_element(ends.begin(), ends.end()), (4 * v + p - 1) * 3.0);
+  // 4 micro-batches x 3 boundaries x 2 directions.
+  EXPECT_EQ(spans.size(), 24U);
+  std::map<std::pair<int, int>, Seconds> free;  // (from group, to group) -> link free
+  for (const TransferSpan& t : spans) {
+    const int from = (t.dir == 0 ? t.boundary : t.boundary + 1) % p;
+    const int to = (t.dir == 0 ? t.boundary + 1 : t.boundary) % p;
+    Seconds& last = free[{from, to}];
+    EXPECT_GE(t.start_s, last - 1e-12);
+    EXPECT_NEAR(t.end_s - t.start_s, 0.7, 1e-12);
+    last = t.end_s;
   }
 }
 

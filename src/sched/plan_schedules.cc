@@ -46,8 +46,12 @@ Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedu
   auto built = std::make_shared<BuiltSchedule>();
   built->schedule = std::move(s);
   size_t actions = 0;
+  built->in_flight.resize(static_cast<size_t>(stages * chunks));
   for (int i = 0; i < stages; ++i) {
-    built->in_flight.push_back(InFlightMicroBatches(built->schedule, i));
+    for (int c = 0; c < chunks; ++c) {
+      built->in_flight[static_cast<size_t>(c * stages + i)] =
+          InFlightMicroBatches(built->schedule, i, chunks > 1 ? c : -1);
+    }
     built->buffers_held.push_back(PipelineBuffersHeld(built->schedule, i));
     actions += built->schedule.stages[static_cast<size_t>(i)].size();
   }

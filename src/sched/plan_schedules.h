@@ -22,8 +22,10 @@ namespace motley::sched {
 // One schedule with the per-stage counts its readers ask for.
 struct BuiltSchedule {
   Schedule schedule;
-  std::vector<int64_t> in_flight;     // InFlightMicroBatches per stage
-  std::vector<int64_t> buffers_held;  // PipelineBuffersHeld per stage
+  // InFlightMicroBatches per virtual stage (chunk c of device group i at c * p + i: that chunk's
+  // micro-batches; the stage's, without interleaving).
+  std::vector<int64_t> in_flight;
+  std::vector<int64_t> buffers_held;  // PipelineBuffersHeld per device group
 };
 
 // The process-wide store's schedule of one pipeline shape (`stages` device groups, `chunks` model
@@ -40,12 +42,13 @@ class PlanSchedules {
 
   // Pipeline k's schedule (k < the plan's pipeline count); valid while this object lives.
   const Schedule& of(size_t pipeline) const { return per_pipeline_[pipeline]->schedule; }
-  // Stage i of pipeline k: activations held at once, and the executor's transfer buffers.
-  int64_t in_flight(size_t pipeline, size_t stage) const {
-    return per_pipeline_[pipeline]->in_flight[stage];
+  // Pipeline k: activations held at once by the model chunk of virtual stage s (the index into
+  // its stages), and the executor's transfer buffers on device group i.
+  int64_t in_flight(size_t pipeline, size_t virtual_stage) const {
+    return per_pipeline_[pipeline]->in_flight.at(virtual_stage);
   }
-  int64_t buffers_held(size_t pipeline, size_t stage) const {
-    return per_pipeline_[pipeline]->buffers_held[stage];
+  int64_t buffers_held(size_t pipeline, size_t group) const {
+    return per_pipeline_[pipeline]->buffers_held.at(group);
   }
 
  private:

@@ -67,8 +67,18 @@ TEST(PlanSchedulesTest, InterleavedPipelinesGetTheirChunks) {
   ASSERT_TRUE(alone.ok());
   EXPECT_EQ(s->of(0).num_chunks, 2);
   EXPECT_EQ(s->of(0).stages, alone->stages);
+  // Per virtual stage c * p + i: chunk c's micro-batches on group i; the chunks together hold
+  // the group's in-flight pairs at most.
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(s->in_flight(0, static_cast<size_t>(i)), InFlightMicroBatches(*alone, i));
+    int64_t chunks_sum = 0;
+    for (int c = 0; c < 2; ++c) {
+      const int64_t mine = s->in_flight(0, static_cast<size_t>(c * 2 + i));
+      EXPECT_EQ(mine, InFlightMicroBatches(*alone, i, c));
+      EXPECT_GE(mine, 1);
+      chunks_sum += mine;
+    }
+    EXPECT_GE(chunks_sum, InFlightMicroBatches(*alone, i));
+    EXPECT_EQ(s->buffers_held(0, static_cast<size_t>(i)), PipelineBuffersHeld(*alone, i));
   }
   EXPECT_EQ(s->of(1).num_chunks, 1);
   EXPECT_EQ(s->of(1).stages, BuildSchedule(plan.schedule, 2, 4)->stages);

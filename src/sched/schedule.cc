@@ -201,11 +201,12 @@ Result<Schedule> BuildSchedule(spec::PipelineSchedule kind, int num_stages,
   return schedule;
 }
 
-int64_t InFlightMicroBatches(const Schedule& schedule, int stage) {
+int64_t InFlightMicroBatches(const Schedule& schedule, int stage, int chunk) {
   MOTLEY_CHECK(stage >= 0 && stage < static_cast<int>(schedule.stages.size()), "bad stage");
   int64_t current = 0;
   int64_t peak = 0;
   for (const Action& a : schedule.stages[static_cast<size_t>(stage)]) {
+    if (chunk >= 0 && a.chunk != chunk) continue;
     if (a.kind == ActionKind::kForward) peak = std::max(peak, ++current);
     if (a.kind == ActionKind::kBackward) --current;
   }

@@ -104,8 +104,9 @@ Status CheckSchedule(const Schedule& schedule);
 
 // The largest number of micro-batches whose forward has run and backward has not, on stage i
 // (activations held at once; under interleaving, (micro-batch, chunk) pairs, each holding one
-// chunk's activations); computed from the list.
-int64_t InFlightMicroBatches(const Schedule& schedule, int stage);
+// chunk's activations); computed from the list. chunk >= 0: only that model chunk's micro-batches
+// (the activation slots the chunk's model::Stage allocates).
+int64_t InFlightMicroBatches(const Schedule& schedule, int stage, int chunk = -1);
 // The largest number of activation-sized (b, T, C) transfer buffers stage i's executor holds at
 // once (parallel/stage_executor.cc keeps a pool of that many): a RecvForward's buffer from its
 // batch until the forward has consumed it, a RecvBackward's until the backward has, and on every

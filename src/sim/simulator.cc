@@ -49,10 +49,10 @@ struct RankState {
 
 struct Actor {
   int pipeline = 0;
-  int stage = 0;
+  int stage = 0;  // device group
   const std::vector<Action>* actions = nullptr;
   std::vector<int> ranks;  // world ranks, TP order
-  perf::StageCost cost;
+  std::vector<perf::StageCost> cost;  // by model chunk (virtual stage chunk * p + stage)
   size_t pc = 0;
   int waiting = 0;  // receives of the current batch not yet arrived
   bool posted = false;
@@ -126,6 +126,11 @@ class StepReplay {
   void AdvanceActor(int a, Seconds now);
   void FinishActor(int a, Seconds now);
   void SendMessage(int a, const Action& action, Seconds now);
+  // The virtual stage an action of actor `act` runs on: chunk * p + device group.
+  int VirtualStage(const Actor& act, const Action& action) const {
+    return action.chunk * plan_.pipelines[static_cast<size_t>(act.pipeline)].num_stages() +
+           act.stage;
+  }
   int64_t MessageKey(int pass, int pipeline, int boundary, int dir, int64_t micro_batch) const;
   void Enter(int r, Seconds now);
   CollectiveState& StateOf(int pass, size_t c);
@@ -136,9 +141,9 @@ class StepReplay {
   perf::FlowPath PathOf(int from, int to) const {
     return predictor_.PathOf(from, to, options_.links);
   }
-  int64_t QueueOf(int from, int to, bool collective) const {
-    return 2 * (static_cast<int64_t>(from) * num_devices_ + to) + (collective ? 1 : 0);
-  }
+  // One queue per directed device link for every transfer (pipeline messages and collective
+  // steps alike), as the runtime charges a rank's transfers to one peer on one link.
+  int64_t QueueOf(int from, int to) const { return static_cast<int64_t>(from) * num_devices_ + to; }
   int64_t AddTransfer(Transfer t) {
     transfers_.push_back(t);
     return static_cast<int64_t>(transfers_.size()) - 1;
@@ -278,7 +283,7 @@ void StepReplay::Enter(int r, Seconds now) {
         const int to = ranks_[static_cast<size_t>(col.members[static_cast<size_t>(q) + 1])].device;
         const double bytes = static_cast<double>(col.elements) * predictor_.ElementBytesOf(col);
         engine_.Send(
-            now, PathOf(from, to), bytes, QueueOf(from, to, true),
+            now, PathOf(from, to), bytes, QueueOf(from, to),
             AddTransfer(Transfer{
                 TransferKind::kChainHop,
                 static_cast<int64_t>(rk.pass) * static_cast<int64_t>(program_.collectives.size()) +
@@ -329,7 +334,7 @@ void StepReplay::PumpRing(int pass, size_t c, int q, Seconds now) {
     const int from = ranks_[static_cast<size_t>(col.members[qs])].device;
     const int to = ranks_[static_cast<size_t>(col.members[(qs + 1) % n])].device;
     engine_.Send(
-        now, PathOf(from, to), ring.chunk_bytes(s, q), QueueOf(from, to, true),
+        now, PathOf(from, to), ring.chunk_bytes(s, q), QueueOf(from, to),
         AddTransfer(Transfer{TransferKind::kRingStep, key, static_cast<int>((qs + 1) % n)}));
   }
   if (st.received[qs] >= ring.steps) Exit(pass, c, q, now);
@@ -362,11 +367,11 @@ void StepReplay::AdvanceActor(int a, Seconds now) {
     const Action& action = list[act.pc];
     if (!sched::IsCommunication(action.kind)) {
       ++act.pc;
-      const Seconds d =
-          action.kind == ActionKind::kForward ? act.cost.forward_s : act.cost.backward_s;
+      const perf::StageCost& cost = act.cost[static_cast<size_t>(action.chunk)];
+      const Seconds d = action.kind == ActionKind::kForward ? cost.forward_s : cost.backward_s;
       if (measured) {
         act.busy_s += d;
-        if (action.kind == ActionKind::kBackward && act.stage == 0 &&
+        if (action.kind == ActionKind::kBackward && act.stage == 0 && action.chunk == 0 &&
             action.micro_batch ==
                 plan_.pipelines[static_cast<size_t>(act.pipeline)].micro_batches - 1) {
           result_->pipeline_backward_end_s[static_cast<size_t>(act.pipeline)] = now + d;
@@ -388,7 +393,8 @@ void StepReplay::AdvanceActor(int a, Seconds now) {
           continue;
         }
         const bool fwd = x.kind == ActionKind::kRecvForward;
-        const int boundary = fwd ? act.stage - 1 : act.stage;
+        const int s = VirtualStage(act, x);
+        const int boundary = fwd ? s - 1 : s;
         Message& msg =
             messages_[MessageKey(act.pass, act.pipeline, boundary, fwd ? 0 : 1, x.micro_batch)];
         if (!msg.arrived) {
@@ -423,10 +429,11 @@ void StepReplay::FinishActor(int a, Seconds now) {
 void StepReplay::SendMessage(int a, const Action& action, Seconds now) {
   const Actor& act = actors_[static_cast<size_t>(a)];
   const bool fwd = action.kind == ActionKind::kSendForward;
-  const int boundary = fwd ? act.stage : act.stage - 1;
+  const int s = VirtualStage(act, action);
+  const int boundary = fwd ? s : s - 1;
   const spec::PipelinePlan& pipe = plan_.pipelines[static_cast<size_t>(act.pipeline)];
-  const spec::StagePlan& from = pipe.stages[static_cast<size_t>(act.stage)];
-  const spec::StagePlan& to = pipe.stages[static_cast<size_t>(fwd ? act.stage + 1 : act.stage - 1)];
+  const spec::StagePlan& from = pipe.stages[static_cast<size_t>(s)];
+  const spec::StagePlan& to = pipe.stages[static_cast<size_t>(fwd ? s + 1 : s - 1)];
   const int64_t key = MessageKey(act.pass, act.pipeline, boundary, fwd ? 0 : 1, action.micro_batch);
   messages_[key].parts_left = static_cast<int>(to.devices.size());
   const Bytes bytes = predictor_.ActivationMessageBytes(pipe.micro_batch_size);
@@ -439,7 +446,7 @@ void StepReplay::SendMessage(int a, const Action& action, Seconds now) {
       engine_.Send(now, perf::FlowPath{0.0, 1e30, {}, 0}, 0.0, -1, tag);
       continue;
     }
-    engine_.Send(now, PathOf(x, y), bytes, QueueOf(x, y, false), tag);
+    engine_.Send(now, PathOf(x, y), bytes, QueueOf(x, y), tag);
   }
 }
 
@@ -529,9 +536,12 @@ Status StepReplay::Run() {
       act.stage = rs.stage;
       act.actions = &program_.schedules.of(static_cast<size_t>(rs.pipeline))
                          .stages[static_cast<size_t>(rs.stage)];
-      act.cost = predictor_.StageCostOf(
-          st, plan_.pipelines[static_cast<size_t>(rs.pipeline)].micro_batch_size, st.recompute,
-          options_.rates, options_.links);
+      const spec::PipelinePlan& pipe = plan_.pipelines[static_cast<size_t>(rs.pipeline)];
+      for (const sched::ChunkStep& chunk : rs.chunks) {
+        const spec::StagePlan& cs = pipe.stages[static_cast<size_t>(chunk.virtual_stage)];
+        act.cost.push_back(predictor_.StageCostOf(cs, pipe.micro_batch_size, cs.recompute,
+                                                  options_.rates, options_.links));
+      }
       actors_.push_back(std::move(act));
     }
     actors_[static_cast<size_t>(a)].ranks.push_back(static_cast<int>(r));

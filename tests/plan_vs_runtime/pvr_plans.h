@@ -116,4 +116,43 @@ inline std::vector<spec::Plan> Plans() {
   };
 }
 
+// A pipeline over device groups `groups` (each its devices) with `blocks[s]` blocks on virtual
+// stage s (group s mod p): interleaved 1F1B when blocks has more entries than groups.
+inline spec::PipelinePlan InterleavedPipeline(const std::vector<std::vector<int>>& groups,
+                                              const std::vector<int64_t>& blocks, int64_t m,
+                                              int64_t b) {
+  std::vector<spec::StagePlan> stages;
+  int64_t first = 0;
+  for (size_t s = 0; s < blocks.size(); ++s) {
+    stages.push_back(
+        Stage(first, blocks[s], s == 0, s + 1 == blocks.size(), groups[s % groups.size()]));
+    first += blocks[s];
+  }
+  spec::PipelinePlan pipe = Pipeline(std::move(stages), m, b);
+  pipe.chunks = static_cast<int>(blocks.size() / groups.size());
+  return pipe;
+}
+
+// Interleaved 1F1B plans on the same cluster.
+inline std::vector<spec::Plan> InterleavedPlans() {
+  std::vector<spec::Plan> plans = {
+      MakePlan({InterleavedPipeline({{0}, {4}}, {1, 1, 1, 1}, 6, 2)},
+               "interleaved: p2 v2 fast<->slow over eth"),
+      MakePlan({InterleavedPipeline({{0, 1}, {4}}, {1, 1, 1, 1}, 4, 3)},
+               "interleaved: p2 v2 tp2 fast + slow"),
+      MakePlan({InterleavedPipeline({{0}, {1}}, {1, 1, 1, 1}, 4, 2),
+                Pipeline({Stage(0, 4, true, true, {4})}, 2, 2)},
+               "interleaved: p2 v2 fast + 1 stage slow, recompute"),
+      MakePlan({InterleavedPipeline({{0}, {5}}, {1, 1, 1, 1}, 2, 3),
+                InterleavedPipeline({{4}, {1}}, {1, 1, 1, 1}, 2, 3)},
+               "interleaved: 2 x p2 v2 crossing eth"),
+  };
+  plans[2].pipelines[0].stages[3].recompute = spec::Recompute::kFull;  // the last chunk
+  plans[2].pipelines[0].stages[1].recompute = spec::Recompute::kSelective;
+  spec::Plan zero1 = Zero1(plans[3]);
+  zero1.source = "interleaved: 2 x p2 v2 crossing eth, ZeRO-1";
+  plans.push_back(zero1);
+  return plans;
+}
+
 }  // namespace motley::testing
