@@ -5,14 +5,16 @@ For each row this writes the cluster (DGX A100 nodes named by device and link pr
 file (the GPT model expressed as a Llama block: SwiGLU width 8h/3 rounded to a multiple of the TP
 degree; fp16; unfused attention with the published attention dropout; sequence parallelism as
 published) and the plan (Megatron's
-uniform layout: TP inside a node, then DP, then PP; the published micro-batch size and
-recompute), runs `motley predict`, and prints the predicted against the published iteration time
+uniform layout: TP inside a node, then DP, then PP; the published micro-batch size, recompute and
+interleaving: with v chunks the layers split evenly over the p v virtual stages, virtual stage s on
+pipeline group s mod p, as Megatron-LM's virtual pipeline), runs `motley predict`, and prints the predicted against the published iteration time
 with the signed error, then the mean |error| and the largest. A published TFLOP/s per GPU is turned
 into an iteration time with the paper's own FLOP count (bench/data/README.md).
 
-Not expressible yet, so marked in the output: the interleaved schedule (rows with chunks > 1 run
-plain 1F1B, mark `i`), and PyTorch DDP's overlap of the gradient all-reduce with the backward
-(rows with dp_overlap = torch; motley reduces after the backward, mark `o`).
+Interleaved rows are marked `i` (vV). Not expressible yet, so marked in the output: PyTorch DDP's
+overlap of the gradient all-reduce with the backward (rows with dp_overlap = torch; motley reduces
+after the backward, mark `o`). `--no-interleave` runs every row as plain 1F1B (the table before
+interleaving ran).
 
     bench/published_runs.py [--motley build/motley] [--keep DIR] [--only ID,ID]
 
@@ -99,28 +101,34 @@ train:
 """
 
 
-def plan_json(row):
+def plan_json(row, interleave=True):
     tp, pp, gpus = int(row["tp"]), int(row["pp"]), int(row["gpus"])
+    v = int(row["chunks"]) if interleave else 1
     dp = gpus // (tp * pp)
     mbs = int(row["micro_batch"])
     batch = int(row["global_batch"])
     assert dp * tp * pp == gpus and batch % (dp * mbs) == 0, row["id"]
     layers = int(row["layers"])
-    split = [layers // pp + (1 if i < layers % pp else 0) for i in range(pp)]
+    virtual = pp * v
+    split = [layers // virtual + (1 if i < layers % virtual else 0) for i in range(virtual)]
     pipelines = []
     for d in range(dp):
         stages, first = [], 0
-        for s in range(pp):
-            base = (s * dp + d) * tp  # Megatron's rank order: TP fastest, then DP, then PP
+        for s in range(virtual):
+            group = s % pp
+            base = (group * dp + d) * tp  # Megatron's rank order: TP fastest, then DP, then PP
             stages.append({"first_block": first, "num_blocks": split[s], "has_embedding": s == 0,
-                           "has_head": s == pp - 1, "devices": list(range(base, base + tp)),
-                           "tp_degree": tp})
+                           "has_head": s == virtual - 1,
+                           "devices": list(range(base, base + tp)), "tp_degree": tp,
+                           "recompute": row["recompute"]})
             first += split[s]
-        pipelines.append({"micro_batches": batch // dp // mbs, "micro_batch_size": mbs,
-                          "stages": stages})
-    return json.dumps({"format": "motley-plan", "version": 1, "schedule": "1f1b",
-                       "recompute": row["recompute"], "optimizer_sharding": "none",
-                       "comment": f"{row['id']}: tp={tp} pp={pp} dp={dp} b={mbs}",
+        pipe = {"micro_batches": batch // dp // mbs, "micro_batch_size": mbs, "stages": stages}
+        if v > 1:
+            pipe["chunks"] = v
+        pipelines.append(pipe)
+    return json.dumps({"format": "motley-plan", "version": 3 if v > 1 else 2, "schedule": "1f1b",
+                       "optimizer_sharding": "none",
+                       "comment": f"{row['id']}: tp={tp} pp={pp} dp={dp} b={mbs} v={v}",
                        "pipelines": pipelines})
 
 
@@ -139,6 +147,8 @@ def main():
     ap.add_argument("--data", default=os.path.join(HERE, "data", "published_runs.csv"))
     ap.add_argument("--keep", help="write each row's files under this folder and keep them")
     ap.add_argument("--only", help="comma-separated row ids")
+    ap.add_argument("--no-interleave", action="store_true",
+                    help="run interleaved rows as plain 1F1B")
     args = ap.parse_args()
     if not os.access(args.motley, os.X_OK):
         sys.exit(f"no motley binary at {args.motley} (build it first, or pass --motley)")
@@ -155,7 +165,7 @@ def main():
         folder = os.path.join(work, row["id"])
         os.makedirs(folder, exist_ok=True)
         for name, text in (("cluster.yaml", cluster_yaml(row)), ("run.yaml", run_yaml(row)),
-                           ("plan.json", plan_json(row))):
+                           ("plan.json", plan_json(row, not args.no_interleave))):
             with open(os.path.join(folder, name), "w") as f:
                 f.write(text)
         published = published_time(row)
@@ -166,7 +176,8 @@ def main():
         pub_mfu = 100 * model_flops(row) / (published * 312e12 * gpus)
         notes = []
         if int(row["chunks"]) > 1:
-            notes.append(f"i: published interleaved x{row['chunks']}, run as 1F1B")
+            notes.append(f"i: interleaved v{row['chunks']}" +
+                         (", run as 1F1B" if args.no_interleave else ""))
         if row["dp_overlap"] == "torch":
             notes.append("o: published DP overlapped with backward")
         print(f"{row['id']:<18} {tp:>2} {pp:>3} {gpus // (tp * pp):>3} {row['micro_batch']:>3} "

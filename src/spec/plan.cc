@@ -126,23 +126,11 @@ Status CheckStageDevices(const StagePlan& stage, const std::string& at, const st
   return Status::Ok();
 }
 
-// What the runtime can execute beyond the plan's structure (plan.h): one model chunk per device
-// group (the interleaved schedule exists as action lists, sched/schedule.h, the step program
-// builds its ranks and parallel::ParallelRank runs them, but the predictor and the simulator do
-// not time it yet, nor the trainer's checkpoints and memory check read it), and one run is either
-// all emulated devices (each rank on its virtual clock) or all real ones (train/parallel_setup.cc
+// What the runtime can execute beyond the plan's structure (plan.h): one run is either all
+// emulated devices (each rank on its virtual clock) or all real ones (train/parallel_setup.cc
 // builds one kind of backend and clock per run).
 Status CheckRuntimeCapability(const Plan& plan, const ClusterSpec& cluster,
                               const std::string& file) {
-  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
-    if (plan.pipelines[p].chunks > 1) {
-      return Err(
-          "{}: pipelines[{}].chunks: interleaved 1F1B ({} model chunks per device group) "
-          "is not run by this build yet: the predictor and the simulator time one chunk per "
-          "device group; use chunks 1",
-          file, p, plan.pipelines[p].chunks);
-    }
-  }
   const StagePlan* first_stage = nullptr;
   std::string first_at;
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {

@@ -105,10 +105,9 @@ Status SavePlan(const Plan& plan, const std::string& path);
 // pipelines of micro_batches * micro_batch_size == train.global_batch; interleaved pipelines
 // (chunks > 1) on the 1F1B schedule with at least 2 stages, their virtual stages on their device
 // groups and an accepted micro-batch count -- and what the runtime can execute: the plan's
-// devices are all emulated or all real (one run has one kind of clock, docs/architecture.md §6),
-// and no pipeline is interleaved (the predictor and simulator time one model chunk per device
-// group; the format, this rule, the step program and parallel::ParallelRank are ready for them).
-// Every schedule, recompute mode (per stage) and optimizer sharding of the format runs. Not
+// devices are all emulated or all real (one run has one kind of clock, docs/architecture.md §6).
+// Every schedule (interleaved 1F1B included), recompute mode (per stage) and optimizer sharding
+// of the format runs. Not
 // covered: what this build or host lacks (a CUDA device without a CUDA build) and memory capacity,
 // which `predict` reports and the runtime enforces. Errors name pipeline, stage and field, prefixed
 // with Plan::source (or "plan"): "plan.json: pipelines[1].stages[2].devices: device 7 is already

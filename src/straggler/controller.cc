@@ -91,7 +91,7 @@ bool SamePlan(const spec::Plan& a, const spec::Plan& b) {
     const spec::PipelinePlan& x = a.pipelines[p];
     const spec::PipelinePlan& y = b.pipelines[p];
     if (x.micro_batches != y.micro_batches || x.micro_batch_size != y.micro_batch_size ||
-        x.stages.size() != y.stages.size()) {
+        x.chunks != y.chunks || x.stages.size() != y.stages.size()) {
       return false;
     }
     for (size_t s = 0; s < x.stages.size(); ++s) {

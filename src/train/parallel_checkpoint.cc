@@ -98,7 +98,7 @@ Result<std::string> ReceiveAndWrite(comm::Communicator& world, const parallel::W
   std::vector<ShardSource> sources;
   for (const model::ParameterSet& set : others) sources.push_back(ShardSource{&host, &set});
   const int num_stages = static_cast<int>(
-      layout.plan().pipelines[static_cast<size_t>(writers.PipelineOf(0))].stages.size());
+      layout.plan().pipelines[static_cast<size_t>(writers.PipelineOf(0))].num_stages());
   Result<StageFiles> files = WriteStageFiles(
       tmp, me.stage, num_stages, StageToSave(&backend, rank.params(), std::move(sources)),
       /*save_optimizer=*/true);
@@ -173,7 +173,7 @@ Result<std::string> SaveParallelCheckpoint(comm::Communicator& world,
   // stage.
   std::string written;
   const int num_stages = static_cast<int>(
-      layout.plan().pipelines[static_cast<size_t>(writers.PipelineOf(0))].stages.size());
+      layout.plan().pipelines[static_cast<size_t>(writers.PipelineOf(0))].num_stages());
   if (!me.idle() && me.stage < num_stages && me.pipeline == writers.PipelineOf(me.stage)) {
     const int writer = layout.stage_ranks(me.pipeline, me.stage).front();
     if (me.rank != writer) {

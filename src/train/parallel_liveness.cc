@@ -11,14 +11,23 @@
 namespace motley::train::internal {
 namespace {
 
-// "world rank 2 (device 2: pipeline 0 stage 1, blocks 2-3)" or "(device 5, idle)".
+// "world rank 2 (device 2: pipeline 0 stage 1, blocks 2-3)" or "(device 5, idle)"; an
+// interleaved rank lists each chunk's blocks ("blocks 1-1, 5-5").
 std::string DescribeRank(const parallel::WorldLayout& layout, int q) {
   const parallel::RankInfo& info = layout.rank(q);
   if (info.idle()) return fmt::format("world rank {} (device {}, idle)", q, info.device);
-  const spec::StagePlan& st = layout.stage_of(q);
-  return fmt::format("world rank {} (device {}: pipeline {} stage {}, blocks {}-{}{}{})", q,
-                     info.device, info.pipeline, info.stage, st.first_block, st.end_block() - 1,
-                     st.has_embedding ? ", embedding" : "", st.has_head ? ", head" : "");
+  std::string blocks;
+  bool embedding = false;
+  bool head = false;
+  for (int c = 0; c < layout.pipeline_of(q).chunks; ++c) {
+    const spec::StagePlan& st = layout.stage_of(q, c);
+    blocks += fmt::format("{}{}-{}", c > 0 ? ", " : "", st.first_block, st.end_block() - 1);
+    embedding = embedding || st.has_embedding;
+    head = head || st.has_head;
+  }
+  return fmt::format("world rank {} (device {}: pipeline {} stage {}, blocks {}{}{})", q,
+                     info.device, info.pipeline, info.stage, blocks, embedding ? ", embedding" : "",
+                     head ? ", head" : "");
 }
 
 std::string Join(const std::vector<std::string>& parts) {
@@ -74,6 +83,7 @@ Status AfterPeerLost(RunContext& ctx, comm::Communicator& world, const Status& f
   // may be combined.
   const spec::Plan& plan = layout.plan();
   auto same_shape = [&](size_t a, size_t b) {
+    if (plan.pipelines[a].chunks != plan.pipelines[b].chunks) return false;
     const auto& x = plan.pipelines[a].stages;
     const auto& y = plan.pipelines[b].stages;
     if (x.size() != y.size()) return false;
@@ -85,7 +95,8 @@ Status AfterPeerLost(RunContext& ctx, comm::Communicator& world, const Status& f
     }
     return true;
   };
-  // The step stage s of pipeline p stands at when all its ranks survived at one step, else -1.
+  // The step device group s of pipeline p (all its model chunks) stands at when all its ranks
+  // survived at one step, else -1.
   auto stage_step = [&](size_t p, size_t s) -> int64_t {
     int64_t at = -2;
     for (int q : layout.stage_ranks(static_cast<int>(p), static_cast<int>(s))) {
@@ -104,7 +115,8 @@ Status AfterPeerLost(RunContext& ctx, comm::Communicator& world, const Status& f
     if (k < 0) break;
     for (size_t ref = 0; ref < plan.pipelines.size() && stage_pipeline.empty(); ++ref) {
       std::vector<int> chosen;
-      for (size_t s = 0; s < plan.pipelines[ref].stages.size(); ++s) {
+      const auto groups = static_cast<size_t>(plan.pipelines[ref].num_stages());
+      for (size_t s = 0; s < groups; ++s) {
         for (size_t p = 0; p < plan.pipelines.size(); ++p) {
           if (same_shape(ref, p) && stage_step(p, s) == k) {
             chosen.push_back(static_cast<int>(p));
@@ -113,7 +125,7 @@ Status AfterPeerLost(RunContext& ctx, comm::Communicator& world, const Status& f
         }
         if (chosen.size() != s + 1) break;
       }
-      if (chosen.size() == plan.pipelines[ref].stages.size()) stage_pipeline = chosen;
+      if (chosen.size() == groups) stage_pipeline = chosen;
     }
     if (!stage_pipeline.empty()) {
       step = k;
@@ -124,8 +136,8 @@ Status AfterPeerLost(RunContext& ctx, comm::Communicator& world, const Status& f
   std::vector<std::string> gone;  // per replica, what it lost
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
     std::vector<std::string> missing;
-    for (size_t s = 0; s < plan.pipelines[p].stages.size(); ++s) {
-      for (int q : layout.stage_ranks(static_cast<int>(p), static_cast<int>(s))) {
+    for (int s = 0; s < plan.pipelines[p].num_stages(); ++s) {
+      for (int q : layout.stage_ranks(static_cast<int>(p), s)) {
         if (comm_rank_of[static_cast<size_t>(q)] < 0) missing.push_back(DescribeRank(layout, q));
       }
     }

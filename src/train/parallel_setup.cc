@@ -120,12 +120,18 @@ Status CheckStagesFit(const spec::RunFile& run, const WorldLayout& layout, bool 
   StageMemory host_max;
   for (const RankInfo& info : layout.ranks()) {
     if (info.idle()) continue;
-    model::StageLayout stage = parallel::StageLayoutOf(layout, info.rank);
-    // ZeRO-1 shards the moments of uniform groups (parallel/zero1.h): count none, a lower bound.
-    stage.allocate_moments = plan.optimizer_sharding != spec::OptimizerSharding::kZero1;
-    const int64_t batch = plan.pipelines[static_cast<size_t>(info.pipeline)].micro_batch_size;
-    MOTLEY_ASSIGN_OR_RETURN(const StageMemory need,
-                            StageMemoryAtLeast(run.model, stage, batch, run.train.seq_len));
+    const spec::PipelinePlan& pipe = plan.pipelines[static_cast<size_t>(info.pipeline)];
+    const int64_t batch = pipe.micro_batch_size;
+    StageMemory need;  // every model chunk the rank holds
+    for (int c = 0; c < pipe.chunks; ++c) {
+      model::StageLayout stage = parallel::StageLayoutOf(layout, info.rank, c);
+      // ZeRO-1 shards the moments of uniform groups (parallel/zero1.h): count none, a lower bound.
+      stage.allocate_moments = plan.optimizer_sharding != spec::OptimizerSharding::kZero1;
+      MOTLEY_ASSIGN_OR_RETURN(const StageMemory chunk,
+                              StageMemoryAtLeast(run.model, stage, batch, run.train.seq_len));
+      need.parameter_bytes += chunk.parameter_bytes;
+      need.activation_bytes += chunk.activation_bytes;
+    }
     const spec::DeviceType& type = run.cluster.device_type_of(info.device);
     MOTLEY_RETURN_IF_ERROR(CheckFits(
         fmt::format("device {} (type '{}', pipelines[{}].stages[{}], micro-batch {} x {})",

@@ -77,19 +77,26 @@ nlohmann::ordered_json MetricsLine(const RunContext& ctx, const WorldLayout& lay
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
   const auto& pipes = layout.plan().pipelines;
   for (size_t p = 0; p < pipes.size(); ++p) {
-    for (size_t s = 0; s < pipes[p].stages.size(); ++s) {
-      const spec::StagePlan& sp = pipes[p].stages[s];
+    // Per device group (interleaved 1F1B: its chunks' blocks together, first_block its first
+    // chunk's).
+    for (int s = 0; s < pipes[p].num_stages(); ++s) {
+      const spec::StagePlan& sp = pipes[p].stages[static_cast<size_t>(s)];
+      int64_t blocks = 0;
+      for (size_t c = static_cast<size_t>(s); c < pipes[p].stages.size();
+           c += static_cast<size_t>(pipes[p].num_stages())) {
+        blocks += pipes[p].stages[c].num_blocks;
+      }
       nlohmann::ordered_json e;
       e["pipeline"] = p;
       e["stage"] = s;
       e["first_block"] = sp.first_block;
-      e["num_blocks"] = sp.num_blocks;
+      e["num_blocks"] = blocks;
       e["tp_degree"] = sp.tp_degree;
       e["micro_batches"] = pipes[p].micro_batches;
       e["micro_batch_size"] = pipes[p].micro_batch_size;
       for (int f = 0; f < kNumTimes; ++f) {
         double worst = 0.0;  // the slowest TP rank of the stage
-        for (int q : layout.stage_ranks(static_cast<int>(p), static_cast<int>(s))) {
+        for (int q : layout.stage_ranks(static_cast<int>(p), s)) {
           worst = std::max(worst, all[static_cast<size_t>(q * ctx.gather_stride + f)]);
         }
         e[kTimeNames[f]] = worst;

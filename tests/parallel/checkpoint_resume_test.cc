@@ -153,6 +153,43 @@ TEST(CheckpointResumeTest, ZeroOneSaveAndResume) {
   }
 }
 
+// Interleaved 1F1B: a device group's writer saves all its chunks' tensors (one file pair per
+// group). Two chunks per group, group 0 a TP-2 group, beside a plain replica, under ZeRO-1, save
+// at step 10 and resume under the same plan and under plan C; both continue the uninterrupted run.
+TEST(CheckpointResumeTest, InterleavedSaveAndResume) {
+  const std::string dir = TempPath("ckpt_interleaved");
+  spec::RunFile run = TinyRun(kSteps);
+  run.train.checkpoint.dir = dir;
+  run.train.checkpoint.every_steps = kSaveStep;
+  spec::Plan v2 =
+      MakePlan({Pipeline({Stage(0, 1, true, false, {0, 1}), Stage(1, 1, false, false, {2}),
+                          Stage(2, 1, false, false, {0, 1}), Stage(3, 1, false, true, {2})},
+                         2, 3),
+                Pipeline({Stage(0, 2, true, false, {3}), Stage(2, 2, false, true, {4})}, 3, 2)},
+               "interleaved v2 with tp2 + pp2, zero1");
+  v2.pipelines[0].chunks = 2;
+  v2.optimizer_sharding = spec::OptimizerSharding::kZero1;
+  train::ParallelTrainerOptions options = Quiet();
+  options.sigterm_at_step = kSaveStep;
+  auto first = train::TrainParallel(run, v2, options);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->steps, kSaveStep);
+  ExpectUninterrupted(first->losses, 1, "interleaved before the stop");
+  auto latest = train::FindLatestCheckpoint(dir);
+  ASSERT_TRUE(latest.ok()) << latest.status().message();
+  EXPECT_TRUE(fs::exists(fs::path(*latest) / "model-00001-of-00002.safetensors"));
+  EXPECT_TRUE(fs::exists(fs::path(*latest) / "model-00002-of-00002.safetensors"));
+
+  for (const spec::Plan& next : {v2, PlanC()}) {
+    train::ParallelTrainerOptions resume = Quiet();
+    resume.resume = dir;
+    auto resumed = train::TrainParallel(TinyRun(kSteps), next, resume);
+    ASSERT_TRUE(resumed.ok()) << resumed.status().message();
+    EXPECT_EQ(resumed->first_step, kSaveStep + 1);
+    ExpectUninterrupted(resumed->losses, resumed->first_step, "interleaved -> " + next.source);
+  }
+}
+
 TEST(CheckpointResumeTest, SerialSaveOnSigtermResumeUnderPlanC) {
   const std::string dir = TempPath("ckpt_serial");
   spec::TrainSpec train = TinyTrain(kSteps);

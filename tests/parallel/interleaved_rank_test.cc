@@ -3,9 +3,8 @@
 // within 1e-5 relative over 20 steps, with every rank a thread over the `local` communicator and
 // parallel::ParallelRank driven directly (interleaved_plans.h): v = 2 and 3, uneven chunk sizes
 // with tensor parallelism, and replicas of different v. The validation forward gives the
-// unpartitioned model's loss. The commands still refuse these plans (spec::CheckRuntimeCapability)
-// until the predictor and the simulator run them; each plan here is checked to fail only on that
-// rule. mpi_interleaved_test.cc runs the same plans one rank per process.
+// unpartitioned model's loss. plan_invariance_test.cc trains them through the parallel trainer;
+// mpi_interleaved_test.cc runs them one rank per process.
 #include <cmath>
 #include <thread>
 
@@ -48,7 +47,7 @@ std::vector<RankRun> TrainThreads(const spec::RunFile& run, const spec::Plan& pl
 // Trains `plan` and compares every rank's steps with the serial loop, and the validation loss with
 // the single-device plan's.
 void ExpectSerialTrajectory(const spec::RunFile& run, const spec::Plan& plan) {
-  ExpectOnlyCapabilityRefusal(run, plan);
+  ExpectValid(run, plan);
   const std::vector<double> serial = SerialLosses(run);
   ASSERT_EQ(serial.size(), static_cast<size_t>(run.train.steps));
   const std::vector<RankRun> ranks = TrainThreads(run, plan);

@@ -121,9 +121,12 @@ inline std::vector<InvalidPlanCase> InvalidPlanCases() {
        [](P& p) { p.pipelines[1].stages.clear(); },
        {"pipelines[1].stages"}},
       {"no pipelines", [](P& p) { p.pipelines.clear(); }, {"pipelines"}},
-      {"interleaved pipeline (structure valid, not run yet)",
-       [](P& p) { InterleaveSecondPipeline(p); },
-       {"pipelines[1].chunks", "not run by this build yet"}},
+      {"interleaved pipeline on GPipe",
+       [](P& p) {
+         InterleaveSecondPipeline(p);
+         p.schedule = spec::PipelineSchedule::kGPipe;
+       },
+       {"pipelines[1].chunks", "need schedule 1f1b"}},
       {"virtual stage off its device group",
        [](P& p) {
          InterleaveSecondPipeline(p);

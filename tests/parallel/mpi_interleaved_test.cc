@@ -13,7 +13,7 @@ namespace {
 constexpr int64_t kSteps = 20;
 
 void ExpectRankFollowsSerial(const spec::RunFile& run, const spec::Plan& plan) {
-  ExpectOnlyCapabilityRefusal(run, plan);
+  ExpectValid(run, plan);
   auto layout = parallel::WorldLayout::Build(plan);
   ASSERT_TRUE(layout.ok()) << layout.status().message();
   auto world = comm::MpiWorld::Connect(nullptr, nullptr);

@@ -2,7 +2,8 @@
 // structural checks), so no command accepts a plan another refuses: on each plan of the
 // invalid-plan set (invalid_plans.h) `motley validate --plan`, `predict`, `simulate` and `train
 // --plan` all fail with the same exit code and the rule's own message; on the valid base plan,
-// whose stages recompute nothing, selectively and fully, all four succeed (`train` for one step);
+// whose stages recompute nothing, selectively and fully, and on it with a replica interleaved,
+// all four succeed (`train` for one step);
 // and a plan `motley plan` writes is accepted by the other four. Runs the `motley` binary.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,6 +123,17 @@ TEST_F(PlanAgreementTest, EveryCommandAcceptsTheValidPlanWithRecompute) {
   const std::string run_path = WriteRun(kClusterYaml);
   const spec::Plan plan = ValidPlan();
   ASSERT_EQ(spec::RecomputeSummary(plan), "per stage");
+  const std::string plan_path = Path("plan.json");
+  ASSERT_TRUE(spec::SavePlan(plan, plan_path).ok());
+  for (const auto& [command, o] : EveryCommand(run_path, plan_path)) {
+    EXPECT_EQ(o.exit_code, 0) << command << ": " << o.err;
+  }
+}
+
+TEST_F(PlanAgreementTest, EveryCommandAcceptsAnInterleavedPlan) {
+  const std::string run_path = WriteRun(kClusterYaml);
+  spec::Plan plan = ValidPlan();
+  InterleaveSecondPipeline(plan);
   const std::string plan_path = Path("plan.json");
   ASSERT_TRUE(spec::SavePlan(plan, plan_path).ok());
   for (const auto& [command, o] : EveryCommand(run_path, plan_path)) {

@@ -1,6 +1,7 @@
 // Plan invariance (docs/architecture.md §4, issue 4 acceptance): the tiny model trained 20 steps
 // under very different plans, with every rank a thread over the `local` communicator, gives the
-// per-step losses of the serial single-device loop within 1e-5 relative (fp32). Also: the per-step
+// per-step losses of the serial single-device loop within 1e-5 relative (fp32), interleaved 1F1B
+// plans among them. Also: the per-step
 // metrics and the Chrome trace of a run, and the skipping of a step with NaN gradients.
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "interleaved_plans.h"
 #include "parallel_test_util.h"
 #include "train/parallel_trainer.h"
 
@@ -149,6 +151,22 @@ TEST(PlanInvarianceTest, ReplicaOnEmulatedSlowDevices) {
                                             3, 2)},
                                   "emulated-slow-replica"),
                          TinyEmulatedRun(kSteps));
+}
+
+// Interleaved 1F1B through the parallel trainer (interleaved_plans.h): v = 2 on the tiny model;
+// v = 3, uneven chunks with TP, and replicas of different v on its 6-block variant, each against
+// that model's serial run.
+TEST(PlanInvarianceTest, InterleavedOneFOneB) {
+  ExpectSerialTrajectory(interleaved::TwoChunks());
+  const spec::RunFile six = interleaved::SixBlockRun(kSteps);
+  const std::vector<double> serial = SerialLosses(six);
+  for (const spec::Plan& plan : {interleaved::ThreeChunks(), interleaved::UnevenChunksTp(),
+                                 interleaved::MixedChunkCounts()}) {
+    auto summary = train::TrainParallel(six, plan, Quiet());
+    ASSERT_TRUE(summary.ok()) << plan.source << ": " << summary.status().message();
+    EXPECT_TRUE(summary->skipped_steps.empty());
+    interleaved::ExpectSerialLosses(plan.source, summary->losses, serial);
+  }
 }
 
 TEST(ParallelTrainerTest, WritesPerRankAndPerStageMetricsAndATrace) {

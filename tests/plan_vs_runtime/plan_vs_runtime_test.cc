@@ -8,7 +8,9 @@
 // and byte counts) and DefaultSettings of an emulated cluster (ring collectives, no NIC
 // contention, as the link emulation charges). 19 plans vary pipelines, stages, uneven blocks,
 // uneven micro-batches, TP (uniform and mixed across replicas and along a pipeline), 1F1B and
-// GPipe, ZeRO-1 (uneven chunks, mixed groups), recompute (per stage; GPipe with full), two device speeds and slow links; both the
+// GPipe, ZeRO-1 (uneven chunks, mixed groups), recompute (per stage; GPipe with full), two device
+// speeds and slow links, and 5 interleaved 1F1B plans (TP, recompute, ZeRO-1, two interleaved
+// replicas); both the
 // predictor and the simulator must equal the runtime within 1e-4 relative (both time the step
 // program, sched/step_program.h). Compute is emulated, so this checks the schedule,
 // communication and step model, not a measured profile (bench/predict_vs_measured.sh does that
@@ -114,6 +116,7 @@ TEST(PlanVsRuntimeTest, PredictedAndSimulatedStepTimesEqualTheVirtualClock) {
   const Evaluator ev(kTwoSpeedYaml);
   std::vector<Row> rows;
   for (const spec::Plan& plan : Plans()) rows.push_back(Measure(ev, plan));
+  for (const spec::Plan& plan : InterleavedPlans()) rows.push_back(Measure(ev, plan));
   PrintTable(rows);
   ASSERT_GE(rows.size(), 15U);
   for (const Row& r : rows) {
