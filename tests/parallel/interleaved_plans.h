@@ -25,44 +25,28 @@ inline spec::RunFile SixBlockRun(int64_t steps) {
   return run;
 }
 
-// A pipeline over device groups `groups` (each its devices) with `blocks[s]` blocks on virtual
-// stage s (group s mod p): interleaved when blocks has more entries than groups.
-inline spec::PipelinePlan Interleaved(const std::vector<std::vector<int>>& groups,
-                                      const std::vector<int64_t>& blocks, int64_t m, int64_t b) {
-  std::vector<spec::StagePlan> stages;
-  int64_t first = 0;
-  for (size_t s = 0; s < blocks.size(); ++s) {
-    stages.push_back(
-        Stage(first, blocks[s], s == 0, s + 1 == blocks.size(), groups[s % groups.size()]));
-    first += blocks[s];
-  }
-  spec::PipelinePlan pipe = Pipeline(std::move(stages), m, b);
-  pipe.chunks = static_cast<int>(blocks.size() / groups.size());
-  return pipe;
-}
-
 // The tiny 4-block model, 2 device groups of 2 chunks of one block each (devices 0, 1).
 inline spec::Plan TwoChunks() {
-  return MakePlan({Interleaved({{0}, {1}}, {1, 1, 1, 1}, 6, 2)}, "p2-v2");
+  return MakePlan({InterleavedPipeline({{0}, {1}}, {1, 1, 1, 1}, 6, 2)}, "p2-v2");
 }
 // The 6-block model: 2 groups of 3 chunks (devices 0, 1).
 inline spec::Plan ThreeChunks() {
-  return MakePlan({Interleaved({{0}, {1}}, {1, 1, 1, 1, 1, 1}, 4, 3)}, "p2-v3");
+  return MakePlan({InterleavedPipeline({{0}, {1}}, {1, 1, 1, 1, 1, 1}, 4, 3)}, "p2-v3");
 }
 // The 6-block model: chunks of 2, 1, 1 and 2 blocks; group 0 is a TP-2 group (devices 0, 1),
 // group 1 one device (2); 3 micro-batches (below 2p, the interleaved schedule's other accepted
 // range).
 inline spec::Plan UnevenChunksTp() {
-  return MakePlan({Interleaved({{0, 1}, {2}}, {2, 1, 1, 2}, 3, 4)}, "uneven-tp");
+  return MakePlan({InterleavedPipeline({{0, 1}, {2}}, {2, 1, 1, 2}, 3, 4)}, "uneven-tp");
 }
 // The 6-block model: replica 0 interleaves 3 chunks over 2 groups, replica 1 runs 2 plain stages,
 // replica 2 two uneven chunks over 2 groups (devices 0-5): the gradient groups join layers held by
 // differently chunked ranks.
 inline spec::Plan MixedChunkCounts() {
-  return MakePlan(
-      {Interleaved({{0}, {1}}, {1, 1, 1, 1, 1, 1}, 2, 2), Interleaved({{2}, {3}}, {3, 3}, 2, 2),
-       Interleaved({{4}, {5}}, {1, 2, 2, 1}, 2, 2)},
-      "mixed-v");
+  return MakePlan({InterleavedPipeline({{0}, {1}}, {1, 1, 1, 1, 1, 1}, 2, 2),
+                   InterleavedPipeline({{2}, {3}}, {3, 3}, 2, 2),
+                   InterleavedPipeline({{4}, {5}}, {1, 2, 2, 1}, 2, 2)},
+                  "mixed-v");
 }
 
 struct RankRun {

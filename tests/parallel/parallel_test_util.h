@@ -113,6 +113,23 @@ inline spec::Plan MakePlan(std::vector<spec::PipelinePlan> pipelines, std::strin
   return plan;
 }
 
+// A pipeline over device groups `groups` (each its devices) with `blocks[s]` blocks on virtual
+// stage s (group s mod p): interleaved 1F1B when blocks has more entries than groups.
+inline spec::PipelinePlan InterleavedPipeline(const std::vector<std::vector<int>>& groups,
+                                              const std::vector<int64_t>& blocks, int64_t m,
+                                              int64_t b) {
+  std::vector<spec::StagePlan> stages;
+  int64_t first = 0;
+  for (size_t s = 0; s < blocks.size(); ++s) {
+    stages.push_back(spec::test_util::Stage(first, blocks[s], s == 0, s + 1 == blocks.size(),
+                                            groups[s % groups.size()]));
+    first += blocks[s];
+  }
+  spec::PipelinePlan pipe = Pipeline(std::move(stages), m, b);
+  pipe.chunks = static_cast<int>(blocks.size() / groups.size());
+  return pipe;
+}
+
 // A fresh path in the test's temporary folder: nothing exists there on return. The folder is
 // named by process id, so a file or folder a dead process of the same id left there (a killed
 // run, another test suite on this machine earlier) is removed whole.

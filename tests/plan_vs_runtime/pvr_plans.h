@@ -116,23 +116,6 @@ inline std::vector<spec::Plan> Plans() {
   };
 }
 
-// A pipeline over device groups `groups` (each its devices) with `blocks[s]` blocks on virtual
-// stage s (group s mod p): interleaved 1F1B when blocks has more entries than groups.
-inline spec::PipelinePlan InterleavedPipeline(const std::vector<std::vector<int>>& groups,
-                                              const std::vector<int64_t>& blocks, int64_t m,
-                                              int64_t b) {
-  std::vector<spec::StagePlan> stages;
-  int64_t first = 0;
-  for (size_t s = 0; s < blocks.size(); ++s) {
-    stages.push_back(
-        Stage(first, blocks[s], s == 0, s + 1 == blocks.size(), groups[s % groups.size()]));
-    first += blocks[s];
-  }
-  spec::PipelinePlan pipe = Pipeline(std::move(stages), m, b);
-  pipe.chunks = static_cast<int>(blocks.size() / groups.size());
-  return pipe;
-}
-
 // Interleaved 1F1B plans on the same cluster.
 inline std::vector<spec::Plan> InterleavedPlans() {
   std::vector<spec::Plan> plans = {
