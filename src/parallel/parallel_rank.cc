@@ -51,7 +51,7 @@ Result<std::unique_ptr<ParallelRank>> ParallelRank::Create(
   std::vector<model::Stage*> chunk_stages;
   for (int c = 0; c < pipe.chunks; ++c) {
     const std::string where =
-        fmt::format("pipelines[{}].stages[{}]", me.pipeline, c * pipe.num_stages() + me.stage);
+        fmt::format("pipelines[{}].stages[{}]", me.pipeline, pipe.virtual_stage(me.stage, c));
     model::StageLayout stage_layout = StageLayoutOf(layout, rank, c);
     stage_layout.allocate_moments = !zero1;  // ZeRO-1: allocated below, only where replicated
     auto stage = model::Stage::Create(backend, model, stage_layout, pipe.micro_batch_size,

@@ -102,7 +102,7 @@ const spec::PipelinePlan& WorldLayout::pipeline_of(int r) const {
 const spec::StagePlan& WorldLayout::stage_of(int r, int chunk) const {
   const spec::PipelinePlan& pipe = pipeline_of(r);
   MOTLEY_CHECK(chunk >= 0 && chunk < pipe.chunks, "WorldLayout: no such model chunk");
-  return pipe.stages[static_cast<size_t>(chunk * pipe.num_stages() + rank(r).stage)];
+  return pipe.stages[static_cast<size_t>(pipe.virtual_stage(rank(r).stage, chunk))];
 }
 
 const std::vector<int>& WorldLayout::stage_ranks(int p, int s) const {

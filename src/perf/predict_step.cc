@@ -303,23 +303,25 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
   // one link) and leaves them busy until its last transfer arrives.
   std::vector<std::vector<std::vector<std::pair<int, int>>>> group_pairs(np);
   for (size_t k = 0; k < np && exact; ++k) {
-    const spec::PipelinePlan& pipe = plan.pipelines[k];
-    const auto p = static_cast<size_t>(pipe.num_stages());
+    const auto p = static_cast<size_t>(plan.pipelines[k].num_stages());
     group_pairs[k].resize(p * p);
-    auto add = [&](size_t from_s, size_t to_s) {
-      const spec::StagePlan& from = pipe.stages[from_s];
-      const spec::StagePlan& to = pipe.stages[to_s];
-      auto& pairs = group_pairs[k][(from_s % p) * p + to_s % p];
-      for (size_t j = 0; j < to.devices.size(); ++j) {
-        const std::pair<int, int> link{from.devices[static_cast<size_t>(spec::BoundaryPeer(
-                                           static_cast<int>(j), from.tp_degree))],
-                                       to.devices[j]};
-        if (std::find(pairs.begin(), pairs.end(), link) == pairs.end()) pairs.push_back(link);
-      }
+  }
+  // The pairs are the step program's pipeline peers: each sender's destinations, per chunk.
+  for (size_t r = 0; r < n && exact; ++r) {
+    const sched::RankStep& rs = program.ranks[r];
+    if (rs.idle()) continue;
+    const auto p =
+        static_cast<size_t>(plan.pipelines[static_cast<size_t>(rs.pipeline)].num_stages());
+    auto add = [&](int to_rank) {
+      const sched::RankStep& to = program.ranks[static_cast<size_t>(to_rank)];
+      auto& pairs = group_pairs[static_cast<size_t>(rs.pipeline)]
+                               [static_cast<size_t>(rs.stage) * p + static_cast<size_t>(to.stage)];
+      const std::pair<int, int> link{rs.device, to.device};
+      if (std::find(pairs.begin(), pairs.end(), link) == pairs.end()) pairs.push_back(link);
     };
-    for (size_t b = 0; b + 1 < pipe.stages.size(); ++b) {
-      add(b, b + 1);  // activations
-      add(b + 1, b);  // gradients
+    for (const sched::ChunkStep& cs : rs.chunks) {
+      for (int to : cs.forward_destinations) add(to);   // activations
+      for (int to : cs.backward_destinations) add(to);  // gradients
     }
   }
   // Identical pipelines from identical ready times and links, within and across the walks below:
@@ -478,7 +480,7 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
       for (int c = 0; c < pipe.chunks; ++c) {
         StagePrediction& sp =
             pred.stages[static_cast<size_t>(ranks[r].pipeline)]
-                       [static_cast<size_t>(c * pipe.num_stages() + ranks[r].stage)];
+                       [static_cast<size_t>(pipe.virtual_stage(ranks[r].stage, c))];
         sp.last_backward_end_s = pipeline_end[r];
         sp.dp_start_s = pipeline_end[r];
         sp.dp_sync_s = std::max(sp.dp_sync_s, dp_s[r]);

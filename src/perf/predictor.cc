@@ -483,7 +483,8 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
     for (size_t g = 0; g < p; ++g) {
       StageMemory device;
       int64_t in_flight = 0;
-      for (size_t i = g; i < pipe.stages.size(); i += p) {
+      for (int c = 0; c < pipe.chunks; ++c) {
+        const auto i = static_cast<size_t>(pipe.virtual_stage(static_cast<int>(g), c));
         device.weights += own[i].weights;
         device.gradients += own[i].gradients;
         device.optimizer += own[i].optimizer;
@@ -494,8 +495,9 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
       const spec::StagePlan& st = pipe.stages[g];
       const int type = cluster_.device(st.devices.front()).type;
       const Bytes capacity = cluster_.device_types[static_cast<size_t>(type)].memory_bytes;
-      for (size_t i = g; i < pipe.stages.size(); i += p) {
-        StagePrediction& sp = pred->stages[k][i];
+      for (int c = 0; c < pipe.chunks; ++c) {
+        StagePrediction& sp =
+            pred->stages[k][static_cast<size_t>(pipe.virtual_stage(static_cast<int>(g), c))];
         sp.device_type = type;
         sp.memory = device;
         sp.capacity = capacity;

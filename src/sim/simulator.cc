@@ -128,8 +128,8 @@ class StepReplay {
   void SendMessage(int a, const Action& action, Seconds now);
   // The virtual stage an action of actor `act` runs on: chunk * p + device group.
   int VirtualStage(const Actor& act, const Action& action) const {
-    return action.chunk * plan_.pipelines[static_cast<size_t>(act.pipeline)].num_stages() +
-           act.stage;
+    return plan_.pipelines[static_cast<size_t>(act.pipeline)].virtual_stage(act.stage,
+                                                                            action.chunk);
   }
   int64_t MessageKey(int pass, int pipeline, int boundary, int dir, int64_t micro_batch) const;
   void Enter(int r, Seconds now);

@@ -60,6 +60,8 @@ struct PipelinePlan {
   // ValidatePlan; until then this rounds down.
   int num_stages() const { return static_cast<int>(stages.size()) / std::max(chunks, 1); }
   int num_virtual_stages() const { return static_cast<int>(stages.size()); }  // p * v
+  // Index into `stages` of device group `group`'s model chunk `chunk`: chunk * p + group.
+  int virtual_stage(int group, int chunk) const { return chunk * num_stages() + group; }
   int64_t samples_per_step() const { return micro_batches * micro_batch_size; }
 };
 

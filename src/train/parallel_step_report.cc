@@ -82,9 +82,8 @@ nlohmann::ordered_json MetricsLine(const RunContext& ctx, const WorldLayout& lay
     for (int s = 0; s < pipes[p].num_stages(); ++s) {
       const spec::StagePlan& sp = pipes[p].stages[static_cast<size_t>(s)];
       int64_t blocks = 0;
-      for (size_t c = static_cast<size_t>(s); c < pipes[p].stages.size();
-           c += static_cast<size_t>(pipes[p].num_stages())) {
-        blocks += pipes[p].stages[c].num_blocks;
+      for (int c = 0; c < pipes[p].chunks; ++c) {
+        blocks += pipes[p].stages[static_cast<size_t>(pipes[p].virtual_stage(s, c))].num_blocks;
       }
       nlohmann::ordered_json e;
       e["pipeline"] = p;
