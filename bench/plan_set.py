@@ -24,7 +24,7 @@ The generator, per cluster i (random.Random(seed * 1000 + i)):
 Everything the generator picks is in the file it writes, with the draw in a comment.
 
 Usage: python3 bench/plan_set.py [--motley build/motley] [--out build/plan_set] [--only NAME...]
-                                 [--random 20] [--seed 13] [--timeout 3600]
+                                 [--random 20] [--seed 13] [--timeout 3600] [--no-interleave]
 Example: python3 bench/plan_set.py --only holmes-8 three-type-1024 --random 0
 Prints measurements only; asserts nothing (timings are this machine's).
 """
@@ -96,14 +96,14 @@ def random_case(seed, index, out_dir):
     return run_path
 
 
-def plan(motley, run_path, out_dir, timeout):
+def plan(motley, run_path, out_dir, timeout, extra):
     name = os.path.splitext(os.path.basename(run_path))[0]
     summary_path = os.path.join(out_dir, name + ".summary.json")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     try:
         proc = subprocess.run([motley, "plan", run_path, "-o", os.path.join(out_dir, name + ".plan.json"),
-                               "--summary", summary_path, "--quiet"],
+                               "--summary", summary_path, "--quiet"] + extra,
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return name, None, f"timed out after {timeout} s"
@@ -130,6 +130,8 @@ def main():
     ap.add_argument("--random", type=int, default=20, help="random clusters (default 20)")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per case")
+    ap.add_argument("--no-interleave", action="store_true",
+                    help="plan with `motley plan --no-interleave` (one model chunk per group)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     set_dir = os.path.join(ROOT, "bench", "plan_set", "runs")
@@ -143,7 +145,8 @@ def main():
     print(header, flush=True)
     results = []
     for run in runs:
-        name, s, error = plan(args.motley, run, args.out, args.timeout)
+        name, s, error = plan(args.motley, run, args.out, args.timeout,
+                              ["--no-interleave"] if args.no_interleave else [])
         if s is None:
             print(f"{name:<22} failed: {error}", flush=True)
             continue

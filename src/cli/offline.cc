@@ -84,9 +84,10 @@ Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::strin
 }
 
 Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int rank_top,
-                                     bool quiet, int threads) {
+                                     bool quiet, int threads, bool interleave) {
   plan::PlannerOptions options;
   options.threads = threads;
+  if (!interleave) options.interleave_chunks.clear();
   options.rates = offline.rates;
   options.link_rates = offline.link_rates;
   options.baselines = baselines;

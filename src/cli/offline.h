@@ -47,9 +47,11 @@ Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::strin
 
 // The planner as `motley plan` runs it (baselines only when asked: they do not change the
 // choice); progress lines go to stderr unless quiet; `threads` evaluate candidates (0 = every
-// core; plan::PlannerOptions::threads). The chosen plan passes spec::ValidatePlan, the rule
-// `validate`, `predict`, `simulate` and `train` apply too (an error otherwise).
+// core; plan::PlannerOptions::threads); `interleave` false proposes one model chunk per device
+// group only (plan::PlannerOptions::interleave_chunks empty). The chosen plan passes
+// spec::ValidatePlan, the rule `validate`, `predict`, `simulate` and `train` apply too (an error
+// otherwise).
 Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int rank_top,
-                                     bool quiet, int threads = 0);
+                                     bool quiet, int threads = 0, bool interleave = true);
 
 }  // namespace motley::cli

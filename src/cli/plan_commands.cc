@@ -155,6 +155,7 @@ struct PlanArgs {
   int top = 5;
   int threads = 0;  // --threads: 0 = every core
   bool no_baselines = false;
+  bool no_interleave = false;  // --no-interleave
   bool quiet = false;
   std::string baseline;  // --baseline: write this baseline instead of the chosen plan
 };
@@ -172,7 +173,7 @@ int RunPlan(const PlanArgs& args) {
   const auto wall_start = std::chrono::steady_clock::now();
   const std::clock_t cpu_start = std::clock();
   auto report = PlanOffline(off, !args.no_baselines || baseline.has_value(), args.top, args.quiet,
-                            args.threads);
+                            args.threads, !args.no_interleave);
   report::PlanningCost cost;
   cost.cpu_s = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   cost.wall_s =
@@ -303,6 +304,9 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
       ->type_name("N");
   plan_cmd->add_flag("--no-baselines", plan_args->no_baselines,
                      "Skip the baselines and references (faster)");
+  plan_cmd->add_flag("--no-interleave", plan_args->no_interleave,
+                     "Propose one model chunk per device group only (by default the planner also "
+                     "tries interleaved 1F1B with 2, 3 and 4 chunks where that is faster)");
   plan_cmd->add_flag("--quiet", plan_args->quiet, "No progress lines on stderr");
   SetExamples(plan_cmd, {"motley plan examples/runs/hetero-4.yaml -o plan.json --report plan.html",
                          "motley plan examples/runs/hetero-4.yaml -o plan.json --summary "
@@ -310,7 +314,8 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
                          "motley plan examples/runs/hetero-4.yaml --baseline uniform -o "
                          "uniform.json",
                          "motley plan examples/runs/emulated-8.yaml -o plan.json --straggler 5=3",
-                         "motley plan examples/runs/hethub-140b.yaml -o plan.json --threads 1"});
+                         "motley plan examples/runs/hethub-140b.yaml -o plan.json --threads 1",
+                         "motley plan examples/runs/hetero-4.yaml -o plan.json --no-interleave"});
   plan_cmd->callback([plan_args, done] { done(RunPlan(*plan_args)); });
 
   auto predict_args = std::make_shared<CommonArgs>();

@@ -79,8 +79,13 @@ std::string PlanSummary(const spec::Plan& plan) {
       spec::RecomputeSummary(plan), spec::OptimizerShardingName(plan.optimizer_sharding));
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
     const spec::PipelinePlan& pipe = plan.pipelines[p];
-    out += fmt::format("\n  pipeline {}: {} stage(s), {} micro-batches of {}:", p,
-                       pipe.num_stages(), pipe.micro_batches, pipe.micro_batch_size);
+    out += fmt::format(
+        "\n  pipeline {}: {} stage(s){}, {} micro-batches of {}:", p, pipe.num_stages(),
+        pipe.chunks > 1 ? fmt::format(" x {} chunks (interleaved 1F1B, virtual stages in "
+                                      "model order)",
+                                      pipe.chunks)
+                        : "",
+        pipe.micro_batches, pipe.micro_batch_size);
     for (const spec::StagePlan& s : pipe.stages) {
       out += fmt::format(" [blocks {}-{} tp {}{}]", s.first_block, s.end_block() - 1, s.tp_degree,
                          s.recompute == spec::Recompute::kNone

@@ -11,6 +11,7 @@
 #include "core/parallel_for.h"
 #include "core/thread_count.h"
 #include "perf/flops.h"
+#include "plan/interleave.h"
 #include "plan/planner.h"
 
 namespace motley::plan {
@@ -97,6 +98,10 @@ Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const Planne
     }
   }
   if (!best) return Err("uniform plan: nothing fits; last reason: {}", last_error);
+  // Megatron-LM interleaves too: the best shape with the interleaving degrees of the options.
+  InterleaveIfFaster(predictor, options.interleave_chunks, options.rates, options.link_rates,
+                     &best->plan, &best->prediction);
+  best->description += InterleaveNote(best->plan);
   return *best;
 }
 

@@ -10,6 +10,7 @@
 
 #include "perf/memory_model.h"
 #include "perf/step_model.h"
+#include "plan/interleave.h"
 
 namespace motley::plan {
 namespace {
@@ -328,7 +329,10 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
     return out;
   }
   if (es.recompute != spec::Recompute::kNone) LightenRecompute(&plan, &out.prediction);
-  if (polish) Polish(&plan, &out.prediction, 50);
+  if (polish) {
+    Polish(&plan, &out.prediction, 50);
+    InterleaveIfFaster(predictor_, es.interleave_chunks, rates_, links_, &plan, &out.prediction);
+  }
   out.feasible = true;
   return out;
 }
@@ -444,6 +448,12 @@ void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int
         spec::Plan cand = *plan;
         --cand.pipelines[k1].micro_batches;
         ++cand.pipelines[k2].micro_batches;
+        // An interleaved pipeline runs only some micro-batch counts.
+        auto runs = [](const spec::PipelinePlan& pipe) {
+          return pipe.chunks == 1 ||
+                 spec::InterleavedMicroBatchesOk(pipe.num_stages(), pipe.micro_batches);
+        };
+        if (!runs(cand.pipelines[k1]) || !runs(cand.pipelines[k2])) continue;
         consider(cand);
       }
     }

@@ -5,7 +5,8 @@
 // predictor; then each stage keeps the lightest recompute its memory holds; small plans are
 // polished by a local search on the predicted iteration time (moving one block across a boundary
 // or one micro-batch between pipelines; the planner polishes its finalists at scale, Polish with
-// Moves::kPerSplit). Identical pipelines share one split computation.
+// Moves::kPerSplit) and then interleaved where that is faster (plan/interleave.h). Identical
+// pipelines share one split computation.
 //
 // Ownership: keeps references to the predictor and the units, which must outlive it. Thread
 // safety: Evaluate() is const and thread-safe.
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "perf/predictor.h"
 #include "plan/units.h"
@@ -27,6 +29,10 @@ struct EvalSettings {
   spec::PipelineSchedule schedule = spec::PipelineSchedule::k1F1B;
   bool zero1 = true;         // ZeRO-1 whenever there is more than one pipeline
   int polish_max_stages = 16;  // local search when the plan has at most this many stages
+  // Interleaving degrees tried on a polished plan (plan/interleave.h InterleaveIfFaster), after
+  // the polish; empty: none. Plans that are not polished are not interleaved here, so the
+  // pruning bound below (one chunk per group) covers every plan Evaluate returns unpolished.
+  std::vector<int> interleave_chunks;
   // Branch and bound: a plan that is not polished, whose proven lower bound on the step
   // (LayoutEval::lower_bound_s) is at or above this and which surely passes Predict's memory
   // check is not predicted (LayoutEval::pruned). Exact: no plan of this layout and settings, at

@@ -1,7 +1,8 @@
 // See exhaustive.h. Recursion over: TP assignment -> units -> subset + partition into ordered
 // pipelines (each unit is skipped, or appended to an existing pipeline at any position, or
 // starts a new pipeline; pipelines are unordered, so a new one only opens after the last) -> per
-// (b, recompute): block splits per pipeline x micro-batch splits.
+// (b, recompute): block splits per pipeline x micro-batch splits x interleaving degrees (one
+// chunk, and each of PlannerOptions::interleave_chunks where plan/interleave.h allows it).
 #include "plan/exhaustive.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "plan/interleave.h"
 #include "plan/units.h"
 
 namespace motley::plan {
@@ -152,13 +154,20 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
               for (const auto& ms : msplits) {
                 if (scored >= max_plans) return;  // over budget: the caller gets an error
                 for (size_t j = 0; j < ms.size(); ++j) plan.pipelines[j].micro_batches = ms[j];
-                const perf::Prediction pred =
-                    predictor.Predict(plan, options.rates, options.link_rates);
-                ++scored;
-                if (pred.fits_memory && pred.iteration_s < best_s) {
-                  best_s = pred.iteration_s;
-                  best.plan = plan;
-                  best.prediction = pred;
+                auto score = [&](const spec::Plan& scored_plan) {
+                  const perf::Prediction pred =
+                      predictor.Predict(scored_plan, options.rates, options.link_rates);
+                  ++scored;
+                  if (pred.fits_memory && pred.iteration_s < best_s) {
+                    best_s = pred.iteration_s;
+                    best.plan = scored_plan;
+                    best.prediction = pred;
+                  }
+                };
+                score(plan);
+                for (int v : options.interleave_chunks) {
+                  spec::Plan interleaved;
+                  if (InterleavedWhereAllowed(plan, v, &interleaved)) score(interleaved);
                 }
               }
             };

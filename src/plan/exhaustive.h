@@ -2,7 +2,8 @@
 // rule 4). Enumerates, for every TP degree per device type: every subset of the TP groups, every
 // partition of it into pipelines, every stage order of each pipeline, every block split (>= 1 block
 // per stage), every micro-batch size and recompute choice of the options, and every split of the
-// micro-batches over the pipelines (>= stages each); ZeRO-1 when there is more than one pipeline.
+// micro-batches over the pipelines (>= stages each), and each interleaving degree of the options
+// where plan/interleave.h allows it; ZeRO-1 when there is more than one pipeline.
 // Each plan is scored by the predictor; the fastest that fits memory wins. Exponential: meant
 // for at most ~6 TP groups and models of a few blocks.
 #pragma once

@@ -14,7 +14,8 @@ std::string LayoutLegend(const std::string& indent) {
       "p",
       "[TYPE tpT, ...]: the device types used, in TP groups of T; b=B: micro-batch size; "
       "recompute: activation recompute (none, selective, full); polished: improved after the "
-      "search by moving blocks and micro-batches (local search)",
+      "search by moving blocks and micro-batches (local search); interleaved v=V: interleaved "
+      "1F1B with V model chunks per device group (v=V0/V1/..: per pipeline)",
   };
   std::string out;
   for (const char* l : lines) out += indent + l + "\n";

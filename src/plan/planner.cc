@@ -27,6 +27,7 @@
 #include "perf/memory_model.h"
 #include "plan/evaluate.h"
 #include "plan/exhaustive.h"
+#include "plan/interleave.h"
 #include "plan/references.h"
 #include "plan/units.h"
 #include "sim/simulator.h"
@@ -121,7 +122,10 @@ struct Search {
   static bool Identical(const spec::Plan& plan, const spec::ClusterSpec& cluster) {
     const spec::PipelinePlan& a = plan.pipelines.front();
     for (const spec::PipelinePlan& b : plan.pipelines) {
-      if (b.stages.size() != a.stages.size() || b.micro_batches != a.micro_batches) return false;
+      if (b.stages.size() != a.stages.size() || b.chunks != a.chunks ||
+          b.micro_batches != a.micro_batches) {
+        return false;
+      }
       for (size_t i = 0; i < a.stages.size(); ++i) {
         if (b.stages[i].num_blocks != a.stages[i].num_blocks ||
             b.stages[i].tp_degree != a.stages[i].tp_degree ||
@@ -238,6 +242,7 @@ struct Search {
         es.schedule = options.schedule;
         es.zero1 = options.zero1;
         es.polish_max_stages = small ? 16 : 0;
+        es.interleave_chunks = options.interleave_chunks;
         if (options.prune) es.prune_above = prune_above();
         LayoutEval ev = evaluator.Evaluate(job.layout, es);
         Outcome o;
@@ -259,8 +264,8 @@ struct Search {
         Candidate c;
         c.plan = std::move(ev.plan);
         c.prediction = std::move(ev.prediction);
-        c.description =
-            fmt::format("{}, b={}, recompute={}", job.what, b, spec::RecomputeSummary(c.plan));
+        c.description = fmt::format("{}, b={}, recompute={}{}", job.what, b,
+                                    spec::RecomputeSummary(c.plan), InterleaveNote(c.plan));
         c.plan.comment = "motley planner: " + c.description;
         o.candidate = std::move(c);
         emit(std::move(o));
@@ -583,21 +588,28 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
   // The candidates the simulator confirms (the finalists): the first confirm_top of the ranking.
   const size_t finalists =
       std::min(report.ranked.size(), static_cast<size_t>(std::max(options.confirm_top, 0)));
-  // At scale the search polishes none of its evaluations (EvalSettings::polish_max_stages): the
-  // finalists get the local search now, moves by distinct block split, side by side. A polished
+  // At scale the search polishes and interleaves none of its evaluations
+  // (EvalSettings::polish_max_stages): the finalists get the local search now, moves by distinct
+  // block split, then the interleaving degrees (plan/interleave.h), side by side. An improved
   // plan replaces its candidate only where the simulation, the final judge, finds it faster
   // too; the simulated time of the one kept is kept for the confirmation. Then the ranking is
-  // redone (stable: equal times keep their order). Polished finalists only move up, so the
+  // redone (stable: equal times keep their order). Improved finalists only move up, so the
   // finalists stay the first `finalists` of the ranking.
-  if (!s.small && options.finalist_polish_moves > 0 && finalists > 0) {
+  if (!s.small && finalists > 0 &&
+      (options.finalist_polish_moves > 0 || !options.interleave_chunks.empty())) {
     progress("polishing", 0.88);
     const std::vector<Unit> no_units;  // Polish reads the plan and the predictor only
     const LayoutEvaluator evaluator(predictor, no_units, options.rates, options.link_rates);
     ParallelFor(finalists, s.threads, [&](size_t i) {
       Candidate& c = report.ranked[i];
       Candidate polished = c;
-      evaluator.Polish(&polished.plan, &polished.prediction, options.finalist_polish_moves,
-                       LayoutEvaluator::Moves::kPerSplit);
+      if (options.finalist_polish_moves > 0) {
+        evaluator.Polish(&polished.plan, &polished.prediction, options.finalist_polish_moves,
+                         LayoutEvaluator::Moves::kPerSplit);
+      }
+      const bool moved = polished.prediction.iteration_s < c.prediction.iteration_s;
+      InterleaveIfFaster(predictor, options.interleave_chunks, options.rates, options.link_rates,
+                         &polished.plan, &polished.prediction);
       if (polished.prediction.iteration_s >= c.prediction.iteration_s) return;
       const Result<sim::SimResult> was = simulator.Run(c.plan, so);
       const Result<sim::SimResult> now = simulator.Run(polished.plan, so);
@@ -607,7 +619,8 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
         return;
       }
       polished.simulated_s = now->iteration_s;
-      polished.description += ", polished";
+      if (moved) polished.description += ", polished";
+      polished.description += InterleaveNote(polished.plan);
       polished.plan.comment = "motley planner: " + polished.description;
       c = std::move(polished);
     });

@@ -32,6 +32,12 @@ struct PlannerOptions {
   std::vector<spec::Recompute> recompute = {spec::Recompute::kNone, spec::Recompute::kSelective,
                                             spec::Recompute::kFull};
   std::vector<int> tp_degrees = {1, 2, 4, 8};
+  // Interleaved 1F1B degrees v (model chunks per device group) tried on a plan after its block
+  // and micro-batch splits (plan/interleave.h): on every evaluation of small instances, on the
+  // finalists at scale, on the uniform baseline and in the exhaustive oracle; kept where the
+  // prediction is faster and fits memory (and, for finalists, the simulation is faster too).
+  // Empty: one chunk only.
+  std::vector<int> interleave_chunks = {2, 3, 4};
   spec::PipelineSchedule schedule = spec::PipelineSchedule::k1F1B;
   bool zero1 = true;
   int rank_top = 10;     // candidates kept in the ranking

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "perf/comm_model.h"
 #include "plan/evaluate.h"
@@ -11,13 +13,27 @@
 namespace motley::plan {
 namespace {
 
-// What one device holds: blocks [first, end), embedding, head, at TP degree tp.
+// What one device holds: block ranges [first, end) (one per model chunk: several under
+// interleaved 1F1B), embedding, head, at TP degree tp.
 struct Holding {
-  int64_t first = 0;
-  int64_t end = 0;
+  std::vector<std::pair<int64_t, int64_t>> blocks;
   bool embedding = false;
   bool head = false;
   int tp = 0;
+  int64_t num_blocks() const {
+    int64_t n = 0;
+    for (const auto& [first, end] : blocks) n += end - first;
+    return n;
+  }
+  // Blocks held in both (each holding's ranges are disjoint).
+  int64_t Common(const Holding& other) const {
+    int64_t n = 0;
+    for (const auto& [a0, a1] : blocks) {
+      for (const auto& [b0, b1] : other.blocks)
+        n += std::max<int64_t>(0, std::min(a1, b1) - std::max(a0, b0));
+    }
+    return n;
+  }
 };
 
 std::map<int, Holding> Holdings(const spec::Plan& plan) {
@@ -25,7 +41,11 @@ std::map<int, Holding> Holdings(const spec::Plan& plan) {
   for (const spec::PipelinePlan& pipe : plan.pipelines) {
     for (const spec::StagePlan& st : pipe.stages) {
       for (int d : st.devices) {
-        out[d] = Holding{st.first_block, st.end_block(), st.has_embedding, st.has_head, st.tp_degree};
+        Holding& h = out[d];
+        h.blocks.emplace_back(st.first_block, st.end_block());
+        h.embedding = h.embedding || st.has_embedding;
+        h.head = h.head || st.has_head;
+        h.tp = st.tp_degree;
       }
     }
   }
@@ -85,11 +105,8 @@ void MovedState(const perf::Predictor& predictor, const spec::Plan& current, con
     double params = 0;
     const auto it = old_h.find(device);
     const bool same_tp = it != old_h.end() && it->second.tp == h.tp;
-    int64_t kept = 0;
-    if (same_tp) {
-      kept = std::max<int64_t>(0, std::min(h.end, it->second.end) - std::max(h.first, it->second.first));
-    }
-    params += static_cast<double>(h.end - h.first - kept) * static_cast<double>(model.BlockParams());
+    const int64_t kept = same_tp ? h.Common(it->second) : 0;
+    params += static_cast<double>(h.num_blocks() - kept) * static_cast<double>(model.BlockParams());
     if (h.embedding && !(same_tp && it->second.embedding)) params += static_cast<double>(model.EmbeddingParams());
     if (h.head && !(same_tp && it->second.head)) params += static_cast<double>(model.HeadParams());
     const Bytes bytes = params / h.tp * per_param;
@@ -117,12 +134,13 @@ Result<ReplanResult> Replan(const perf::Predictor& predictor, const spec::Plan& 
   result.current =
       choice(Candidate{current, predictor.Predict(current, rates, links), 0, "current plan"});
   result.chosen = result.current;
-  // Current layout, re-split for the new rates.
+  // Current layout (its device groups), re-split for the new rates.
   std::vector<Unit> units;
   Layout layout;
   for (const spec::PipelinePlan& pipe : current.pipelines) {
     layout.emplace_back();
-    for (const spec::StagePlan& st : pipe.stages) {
+    for (int g = 0; g < pipe.num_stages(); ++g) {
+      const spec::StagePlan& st = pipe.stages[static_cast<size_t>(g)];
       Unit u;
       u.devices = st.devices;
       u.tp = st.tp_degree;
@@ -139,6 +157,7 @@ Result<ReplanResult> Replan(const perf::Predictor& predictor, const spec::Plan& 
   es.recompute = spec::HeaviestRecompute(current);
   es.schedule = current.schedule;
   es.zero1 = current.optimizer_sharding == spec::OptimizerSharding::kZero1;
+  es.interleave_chunks = options.planner.interleave_chunks;
   LayoutEval ev = evaluator.Evaluate(layout, es);
   if (ev.feasible) TowardCurrent(predictor, current, rates, links, &ev);
   if (ev.feasible) {

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "plan/interleave.h"
 #include "plan/test_util.h"
+#include "spec/plan_topology.h"
 
 namespace motley::plan {
 namespace {
@@ -48,6 +50,60 @@ TEST(ReplanTest, StragglerShiftsWorkAndShortHorizonMovesLittle) {
   ASSERT_TRUE(short_run.ok());
   EXPECT_LE(short_run->chosen.moved_bytes, long_run->chosen.moved_bytes);
   EXPECT_LE(short_run->chosen.score_s, short_run->current.score_s);
+}
+
+// An interleaved current plan (as `motley plan` now proposes): a device holds one block range per
+// model chunk. The state to move counts every chunk, and the re-split of the current layout is
+// over its device groups.
+TEST(ReplanTest, InterleavedCurrentPlanMovesByChunkAndReSplitsItsGroups) {
+  auto w = testing::MakeWorld({{"a", "a100-80g", 1, 8, "nvlink", "ib-hdr"}}, "ib-hdr", "llama2-7b",
+                              16, 2048);
+  spec::UniformPlanOptions u;
+  u.dp = 2;
+  u.pp = 4;
+  u.tp = 1;
+  u.optimizer_sharding = spec::OptimizerSharding::kZero1;
+  auto one = spec::UniformPlan(w->cluster, w->model, w->train, u);
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  ASSERT_EQ(w->model.num_blocks, 32);
+  spec::Plan interleaved;
+  ASSERT_TRUE(InterleavedWhereAllowed(*one, 2, &interleaved));
+  ASSERT_TRUE(spec::ValidatePlan(interleaved, w->cluster, w->model, w->train).ok());
+  Bytes bytes = -1;
+  Seconds seconds = -1;
+  MovedState(*w->predictor, interleaved, interleaved, &bytes, &seconds);
+  EXPECT_EQ(bytes, 0);
+  EXPECT_EQ(seconds, 0);
+  // One chunk: group g holds blocks [8g, 8g + 8). Two chunks: [4g, 4g + 4) and [16 + 4g, 20 + 4g),
+  // so groups 0 and 3 keep 4 blocks each and groups 1 and 2 none: 24 of 32 blocks move per
+  // pipeline. Against a plan moving one block per pipeline (one boundary shifted by one): 24x.
+  Bytes to_interleaved = 0;
+  MovedState(*w->predictor, *one, interleaved, &to_interleaved, &seconds);
+  spec::Plan shifted = *one;
+  for (spec::PipelinePlan& pipe : shifted.pipelines) {
+    --pipe.stages[0].num_blocks;
+    ++pipe.stages[1].num_blocks;
+    pipe.stages[1].first_block = pipe.stages[0].end_block();
+  }
+  Bytes one_block = 0;
+  MovedState(*w->predictor, *one, shifted, &one_block, &seconds);
+  ASSERT_GT(one_block, 0);
+  EXPECT_NEAR(to_interleaved / one_block, 24.0, 1e-9);
+
+  ReplanOptions options;
+  options.planner.rates.assign(8, 1.0);
+  options.planner.rates[2] = 3.0;  // pipeline 0, group 1
+  options.horizon_steps = 1000;
+  auto r = Replan(*w->predictor, interleaved, options);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->current.moved_bytes, 0);
+  for (const ReplanChoice* c : {&r->rebalanced, &r->chosen}) {
+    const Status valid = spec::ValidatePlan(c->candidate.plan, w->cluster, w->model, w->train);
+    EXPECT_TRUE(valid.ok()) << c->candidate.description << ": " << valid.message();
+    EXPECT_EQ(spec::PlanDevices(c->candidate.plan).size(), 8u) << c->candidate.description;
+  }
+  EXPECT_LT(r->rebalanced.candidate.prediction.iteration_s,
+            r->current.candidate.prediction.iteration_s);
 }
 
 }  // namespace

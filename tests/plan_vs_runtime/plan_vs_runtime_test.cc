@@ -21,6 +21,7 @@
 // parallelism inside islands, only pipeline traffic across the slow link) against a placement
 // whose data-parallel groups cross it. MOTLEY_PVR_METRICS=1 writes each run's metrics file and
 // prints the predicted per-stage breakdown.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -156,6 +157,36 @@ TEST(PlanVsRuntimeTest, PlannersPlanBeatsTheUniformSplitByThePredictedSpeedup) {
               predicted, 100 * RelErr(predicted, measured));
   EXPECT_LT(best_row.runtime_s, base_row.runtime_s);
   EXPECT_LE(std::abs(RelErr(predicted, measured)), 0.05);
+}
+
+// The interleaved plans the planner ranks (plan/interleave.h) run at their predicted and
+// simulated step times on the virtual clock, like the hand-written ones above.
+TEST(PlanVsRuntimeTest, PlannersInterleavedPlansRunAtThePredictedTime) {
+  const Evaluator ev(kTwoSpeedYaml);
+  plan::PlannerOptions options;
+  options.micro_batch_sizes = {1, 2, 3, 4};
+  options.recompute = {spec::Recompute::kNone};
+  options.tp_degrees = {1, 2};
+  options.exhaustive_max_units = 0;
+  options.baselines = false;
+  auto report = plan::PlanCluster(*ev.predictor, options);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  std::vector<Row> rows;
+  for (const plan::Candidate& c : report->ranked) {
+    const bool interleaved = std::any_of(c.plan.pipelines.begin(), c.plan.pipelines.end(),
+                                         [](const spec::PipelinePlan& p) { return p.chunks > 1; });
+    if (!interleaved) continue;
+    spec::Plan plan = c.plan;
+    plan.source = "planner: " + c.description;
+    rows.push_back(Measure(ev, plan));
+  }
+  PrintTable(rows);
+  ASSERT_GE(rows.size(), 2U) << "the planner ranked fewer than two interleaved plans";
+  for (const Row& r : rows) {
+    ASSERT_GT(r.runtime_s, 0.0) << r.name;
+    EXPECT_LE(std::abs(RelErr(r.predicted_s, r.runtime_s)), 1e-4) << r.name;
+    EXPECT_LE(std::abs(RelErr(r.simulated_s, r.runtime_s)), 1e-4) << r.name << " (simulator)";
+  }
 }
 
 // Two islands of two 2-device nodes; inside an island the link is fast, between islands slow.

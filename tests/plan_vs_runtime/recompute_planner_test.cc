@@ -8,6 +8,9 @@
 // The capacity is not a tuned constant: the test first finds, by bisection on the device memory
 // of the two-speed cluster, the smallest capacity at which the planner still finds a plan without
 // recompute, and then plans just below it. Bytes only: nothing depends on this machine's speed.
+//
+// The same check for the interleaved schedule's in-flight activations, on an interleaved plan the
+// planner ranks, against the same plan with one chunk per device group.
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -124,6 +127,84 @@ TEST(RecomputePlannerTest, TooSmallDevicesGetARecomputePlanThatTrainsInThePredic
   }
   // Without recompute some rank would not have fit: the recompute was needed.
   EXPECT_TRUE(any_above);
+}
+
+// `plan` with each pipeline's chunks folded back into one per device group (the group's blocks
+// together): the plan the planner interleaved (plan/interleave.h deals a group's blocks to its
+// chunks, so the group holds the same blocks either way).
+spec::Plan OneChunk(const spec::Plan& plan) {
+  spec::Plan out = plan;
+  for (spec::PipelinePlan& pipe : out.pipelines) {
+    const int p = pipe.num_stages();
+    std::vector<spec::StagePlan> groups(pipe.stages.begin(), pipe.stages.begin() + p);
+    int64_t first = 0;
+    for (int g = 0; g < p; ++g) {
+      spec::StagePlan& st = groups[static_cast<size_t>(g)];
+      st.num_blocks = 0;
+      for (int c = 0; c < pipe.chunks; ++c) {
+        st.num_blocks += pipe.stages[static_cast<size_t>(pipe.virtual_stage(g, c))].num_blocks;
+      }
+      st.first_block = first;
+      st.has_head = g + 1 == p;
+      first += st.num_blocks;
+    }
+    pipe.stages = std::move(groups);
+    pipe.chunks = 1;
+  }
+  return out;
+}
+
+// The interleaved schedule's in-flight activations: the planner offers interleaved plans on the
+// two-speed cluster (plan::PlannerOptions::interleave_chunks); the fastest it ranks trains with
+// each rank's peak within 2% of the predicted memory, and above the same plan's with one chunk per
+// group by the predicted amount (within 2% of the one-chunk peak).
+TEST(RecomputePlannerTest, PlannersInterleavedPlanTrainsInThePredictedMemory) {
+  const double capacity = 1.0 * 1024 * 1024 * 1024;
+  const spec::RunFile run = RunWithMemory(capacity);
+  const perf::EmulatedComputeModel compute(run.cluster, run.model);
+  const perf::Predictor predictor(run.cluster, run.model, run.train, compute,
+                                  perf::DefaultSettings(run.cluster));
+  plan::PlannerOptions options;
+  options.micro_batch_sizes = {1, 2, 3, 4};
+  options.recompute = {spec::Recompute::kNone};
+  options.tp_degrees = {1, 2};
+  options.exhaustive_max_units = 0;
+  options.baselines = false;
+  auto report = plan::PlanCluster(predictor, options);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const plan::Candidate* interleaved = nullptr;
+  for (const plan::Candidate& c : report->ranked) {
+    for (const spec::PipelinePlan& pipe : c.plan.pipelines) {
+      if (pipe.chunks > 1 && interleaved == nullptr) interleaved = &c;
+    }
+  }
+  ASSERT_NE(interleaved, nullptr) << "the planner ranked no interleaved plan";
+  const spec::Plan& plan = interleaved->plan;
+  std::printf("interleaved: %s\n", interleaved->description.c_str());
+  const spec::Plan one = OneChunk(plan);
+  ASSERT_TRUE(spec::ValidatePlan(plan, run.cluster, run.model, run.train).ok());
+  ASSERT_TRUE(spec::ValidatePlan(one, run.cluster, run.model, run.train).ok());
+
+  const std::vector<RankCounts> with = RunEmulated(run, plan, kSteps);
+  const std::vector<RankCounts> without = RunEmulated(run, one, kSteps);
+  const std::vector<double> predicted = PredictedPerRank(plan, capacity);
+  const std::vector<double> predicted_one = PredictedPerRank(one, capacity);
+  ASSERT_EQ(with.size(), predicted.size());
+  ASSERT_EQ(without.size(), predicted.size());
+  bool any_more = false;
+  for (size_t r = 0; r < with.size(); ++r) {
+    const double measured = static_cast<double>(with[r].peak_bytes);
+    const double measured_one = static_cast<double>(without[r].peak_bytes);
+    std::printf("rank %zu: peak %.0f (predicted %.0f), one chunk %.0f (predicted %.0f)\n", r,
+                measured, predicted[r], measured_one, predicted_one[r]);
+    EXPECT_LE(std::abs(predicted[r] - measured), 0.02 * measured) << "rank " << r;
+    const double added = measured - measured_one;
+    const double predicted_added = predicted[r] - predicted_one[r];
+    EXPECT_LE(std::abs(added - predicted_added), 0.02 * measured_one) << "rank " << r;
+    any_more |= added > 0;
+  }
+  // Interleaving holds more activations in flight on some rank.
+  EXPECT_TRUE(any_more);
 }
 
 }  // namespace
