@@ -58,6 +58,77 @@ bool InterleavedWhereAllowed(const spec::Plan& plan, int chunks, spec::Plan* out
   return any;
 }
 
+spec::Plan MicroBatchesForInterleaving(const spec::Plan& plan,
+                                       const std::vector<double>& pipeline_time_s, int chunks) {
+  MOTLEY_CHECK(pipeline_time_s.size() == plan.pipelines.size(), "one time per pipeline");
+  spec::Plan out = plan;
+  const size_t n = out.pipelines.size();
+  std::vector<double> per(n);
+  std::vector<bool> can(n);
+  int64_t left = 0;
+  for (size_t k = 0; k < n; ++k) {
+    spec::PipelinePlan& pipe = out.pipelines[k];
+    const int64_t p = pipe.num_stages();
+    per[k] = pipeline_time_s[k] / static_cast<double>(pipe.micro_batches + p - 1);
+    spec::PipelinePlan probe = pipe;
+    probe.micro_batches = p;  // always accepted: is the rest of the pipeline interleavable?
+    can[k] = CanInterleave(probe, chunks);
+    if (!can[k] || spec::InterleavedMicroBatchesOk(static_cast<int>(p), pipe.micro_batches)) {
+      continue;
+    }
+    const int64_t kept = pipe.micro_batches / p * p;  // >= 2p here
+    left += pipe.micro_batches - kept;
+    pipe.micro_batches = kept;
+  }
+  // The estimated phase of pipeline k at m micro-batches: (m + (p - 1) / v) per micro-batch
+  // interleaved, (m + p - 1) with one chunk.
+  auto estimate = [&](size_t k, int64_t m) {
+    const auto& pipe = out.pipelines[k];
+    const double fill = static_cast<double>(pipe.num_stages() - 1);
+    const bool interleaved = can[k] && spec::InterleavedMicroBatchesOk(pipe.num_stages(), m);
+    return per[k] *
+           (static_cast<double>(m) + (interleaved ? fill / static_cast<double>(chunks) : fill));
+  };
+  // The smallest step that keeps pipeline k's count accepted (1 with one chunk or below 2p).
+  auto step = [&](size_t k) -> int64_t {
+    const spec::PipelinePlan& pipe = out.pipelines[k];
+    const int64_t p = pipe.num_stages();
+    if (!can[k] || pipe.micro_batches + 1 < 2 * p) return 1;
+    return p - pipe.micro_batches % p;
+  };
+  while (left > 0) {
+    size_t best = n;
+    double best_t = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t s = step(k);
+      if (s > left) continue;
+      const double t = estimate(k, out.pipelines[k].micro_batches + s);
+      if (best == n || t < best_t) {
+        best = k;
+        best_t = t;
+      }
+    }
+    if (best == n) {
+      // No accepted step fits what is left: the pipeline it costs least takes it all and keeps
+      // one chunk.
+      for (size_t k = 0; k < n; ++k) {
+        const double t = per[k] * static_cast<double>(out.pipelines[k].micro_batches + left +
+                                                      out.pipelines[k].num_stages() - 1);
+        if (best == n || t < best_t) {
+          best = k;
+          best_t = t;
+        }
+      }
+      out.pipelines[best].micro_batches += left;
+      break;
+    }
+    const int64_t s = step(best);
+    out.pipelines[best].micro_batches += s;
+    left -= s;
+  }
+  return out;
+}
+
 int InterleaveIfFaster(const perf::Predictor& predictor, const std::vector<int>& chunks,
                        const perf::StragglerRates& rates, const perf::LinkRates& links,
                        spec::Plan* plan, perf::Prediction* prediction) {
@@ -65,15 +136,26 @@ int InterleaveIfFaster(const perf::Predictor& predictor, const std::vector<int>&
   perf::Prediction best_prediction;
   int best_v = 1;
   double best_s = prediction->iteration_s;
-  for (int v : chunks) {
+  auto consider = [&](const spec::Plan& from, int v) {
     spec::Plan cand;
-    if (!InterleavedWhereAllowed(*plan, v, &cand)) continue;
+    if (!InterleavedWhereAllowed(from, v, &cand)) return;
     perf::Prediction pred = predictor.Predict(cand, rates, links);
-    if (!pred.fits_memory || !(pred.iteration_s < best_s * (1 - 1e-12))) continue;
+    if (!pred.fits_memory || !(pred.iteration_s < best_s * (1 - 1e-12))) return;
     best_s = pred.iteration_s;
     best_v = v;
     best_plan = std::move(cand);
     best_prediction = std::move(pred);
+  };
+  const bool timed = prediction->pipeline_time_s.size() == plan->pipelines.size();
+  for (int v : chunks) {
+    consider(*plan, v);
+    if (!timed) continue;
+    const spec::Plan moved = MicroBatchesForInterleaving(*plan, prediction->pipeline_time_s, v);
+    bool differs = false;
+    for (size_t k = 0; k < moved.pipelines.size(); ++k) {
+      differs = differs || moved.pipelines[k].micro_batches != plan->pipelines[k].micro_batches;
+    }
+    if (differs) consider(moved, v);
   }
   if (best_v == 1) return 1;
   *plan = std::move(best_plan);

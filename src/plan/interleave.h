@@ -34,9 +34,21 @@ spec::PipelinePlan InterleavePipeline(const spec::PipelinePlan& pipe, int chunks
 // can (or the schedule is not 1F1B).
 bool InterleavedWhereAllowed(const spec::Plan& plan, int chunks, spec::Plan* out);
 
-// For each v of `chunks`, predicts InterleavedWhereAllowed(*plan, v) and keeps the fastest that
-// fits memory and is faster than `*prediction` (the prediction of `*plan`). Returns the v kept
-// (1 when none). `*plan` must have one chunk per group.
+// `plan` (one chunk per group) with its micro-batches moved so that more pipelines run a count
+// interleaved 1F1B at `chunks` accepts: a pipeline that could interleave but for its count keeps
+// the largest multiple of its p below it, and the micro-batches freed go, by the smallest step
+// that keeps a count accepted, to the pipeline whose estimated phase grows least (per
+// micro-batch time from `pipeline_time_s`, one per pipeline; fill (p - 1) / v interleaved,
+// p - 1 otherwise); what no accepted step fits goes to one pipeline, which keeps one chunk. The
+// total and every m >= p are kept.
+spec::Plan MicroBatchesForInterleaving(const spec::Plan& plan,
+                                       const std::vector<double>& pipeline_time_s, int chunks);
+
+// For each v of `chunks`, predicts InterleavedWhereAllowed(*plan, v), and the same after
+// MicroBatchesForInterleaving (when that moves anything), and keeps the fastest that fits memory
+// and is faster than `*prediction` (the prediction of `*plan`). Returns the v kept (1 when none).
+// `*plan` must have one chunk per group. Both plans lie in the space the exhaustive oracle
+// enumerates (any micro-batch split, then InterleavedWhereAllowed).
 int InterleaveIfFaster(const perf::Predictor& predictor, const std::vector<int>& chunks,
                        const perf::StragglerRates& rates, const perf::LinkRates& links,
                        spec::Plan* plan, perf::Prediction* prediction);

@@ -95,6 +95,34 @@ TEST(InterleaveTest, RefusesWhatInterleaved1F1BCannotRun) {
   EXPECT_FALSE(InterleavedWhereAllowed(plan, 2, &out));
 }
 
+TEST(InterleaveTest, MovesMicroBatchesSoThatPipelinesCanInterleave) {
+  // Two 2-group pipelines with 5 and 7 micro-batches (2p <= m, not multiples of p: neither runs
+  // interleaved) and equal phases of 1 s: per micro-batch 1/6 s and 1/8 s.
+  spec::Plan plan;
+  plan.pipelines = {OneChunkPipeline({2, 2}, 5), OneChunkPipeline({2, 2}, 7)};
+  spec::Plan out;
+  EXPECT_FALSE(InterleavedWhereAllowed(plan, 2, &out));
+  const spec::Plan moved = MicroBatchesForInterleaving(plan, {1.0, 1.0}, 2);
+  // Kept 4 and 6, 2 freed, which go to the second in one accepted step of p = 2 (estimate
+  // (8 + 1/2) / 8 s against (6 + 1/2) / 6 s for the first).
+  ASSERT_EQ(moved.pipelines.size(), 2u);
+  EXPECT_EQ(moved.pipelines[0].micro_batches, 4);
+  EXPECT_EQ(moved.pipelines[1].micro_batches, 8);
+  ASSERT_TRUE(InterleavedWhereAllowed(moved, 2, &out));
+  EXPECT_EQ(InterleaveNote(out), ", interleaved v=2");
+  // One pipeline: 10 kept at 8, and the 2 freed fit no accepted step (4), so they go back and the
+  // pipeline keeps one chunk.
+  spec::Plan alone;
+  alone.pipelines = {OneChunkPipeline({2, 2, 2, 2}, 10)};
+  EXPECT_EQ(MicroBatchesForInterleaving(alone, {1.0}, 2).pipelines[0].micro_batches, 10);
+  // A pipeline that cannot interleave at this v (a group of one block) absorbs what is freed.
+  spec::Plan mixed;
+  mixed.pipelines = {OneChunkPipeline({2, 2}, 5), OneChunkPipeline({3, 1}, 5)};
+  const spec::Plan to_other = MicroBatchesForInterleaving(mixed, {1.0, 1.0}, 2);
+  EXPECT_EQ(to_other.pipelines[0].micro_batches, 4);
+  EXPECT_EQ(to_other.pipelines[1].micro_batches, 6);
+}
+
 // A node of 8 A100s over NVLink with a model that needs a pipeline at TP 1, and few micro-batches:
 // the pipeline bubble is large and messages are cheap, where Narayanan et al. interleave.
 TEST(InterleaveTest, PlannerInterleavesWhereItPaysAndTheSimulatorAgrees) {
