@@ -123,21 +123,35 @@ TEST(InterleaveTest, MovesMicroBatchesSoThatPipelinesCanInterleave) {
   EXPECT_EQ(to_other.pipelines[1].micro_batches, 6);
 }
 
+// The planner at TP 1 and micro-batch size 1, with the default interleaving degrees and without
+// any (one chunk per group).
+struct WithAndWithout {
+  PlannerOptions options;
+  Result<PlanReport> with = Err("not planned");
+  Result<PlanReport> without = Err("not planned");
+};
+WithAndWithout PlanWithAndWithoutInterleaving(const perf::Predictor& predictor) {
+  WithAndWithout out;
+  out.options.tp_degrees = {1};
+  out.options.micro_batch_sizes = {1};
+  out.options.baselines = false;
+  out.options.exhaustive_max_units = 0;
+  if (kSanitizedBuild) out.options.recompute = {spec::Recompute::kNone};
+  PlannerOptions one_chunk = out.options;
+  one_chunk.interleave_chunks = {};
+  out.with = PlanCluster(predictor, out.options);
+  out.without = PlanCluster(predictor, one_chunk);
+  return out;
+}
+
 // A node of 8 A100s over NVLink with a model that needs a pipeline at TP 1, and few micro-batches:
 // the pipeline bubble is large and messages are cheap, where Narayanan et al. interleave.
 TEST(InterleaveTest, PlannerInterleavesWhereItPaysAndTheSimulatorAgrees) {
   auto w =
       MakeWorld({{"n", "a100-80g", 1, 8, "nvlink", "ib-hdr"}}, "ib-hdr", "llama2-13b", 16, 2048);
-  PlannerOptions options;
-  options.tp_degrees = {1};
-  options.micro_batch_sizes = {1};
-  options.baselines = false;
-  options.exhaustive_max_units = 0;
-  if (kSanitizedBuild) options.recompute = {spec::Recompute::kNone};
-  PlannerOptions one_chunk = options;
-  one_chunk.interleave_chunks = {};
-  auto with = PlanCluster(*w->predictor, options);
-  auto without = PlanCluster(*w->predictor, one_chunk);
+  const WithAndWithout planned = PlanWithAndWithoutInterleaving(*w->predictor);
+  const Result<PlanReport>& with = planned.with;
+  const Result<PlanReport>& without = planned.without;
   ASSERT_TRUE(with.ok()) << with.status().message();
   ASSERT_TRUE(without.ok()) << without.status().message();
   const spec::Plan& plan = with->best.plan;
@@ -162,16 +176,9 @@ TEST(InterleaveTest, PlannerInterleavesWhereItPaysAndTheSimulatorAgrees) {
 // slower than the one-chunk search's.
 TEST(InterleaveTest, PlannerNeverPicksASlowerInterleavedPlan) {
   auto w = MakeWorld({{"n", "a100-80g", 8, 1, "", "eth-25g"}}, "eth-25g", "llama2-7b", 16, 4096);
-  PlannerOptions options;
-  options.tp_degrees = {1};
-  options.micro_batch_sizes = {1};
-  options.baselines = false;
-  options.exhaustive_max_units = 0;
-  if (kSanitizedBuild) options.recompute = {spec::Recompute::kNone};
-  PlannerOptions one_chunk = options;
-  one_chunk.interleave_chunks = {};
-  auto with = PlanCluster(*w->predictor, options);
-  auto without = PlanCluster(*w->predictor, one_chunk);
+  const WithAndWithout planned = PlanWithAndWithoutInterleaving(*w->predictor);
+  const Result<PlanReport>& with = planned.with;
+  const Result<PlanReport>& without = planned.without;
   ASSERT_TRUE(with.ok()) << with.status().message();
   ASSERT_TRUE(without.ok()) << without.status().message();
   std::printf("with interleaving: %s: %.4f s; one chunk: %s: %.4f s\n",
@@ -183,7 +190,7 @@ TEST(InterleaveTest, PlannerNeverPicksASlowerInterleavedPlan) {
   // The chosen pipeline could interleave, and that would be slower.
   const spec::Plan& plan = with->best.plan;
   ASSERT_EQ(InterleaveNote(plan), "") << with->best.description;
-  for (int v : options.interleave_chunks) {
+  for (int v : planned.options.interleave_chunks) {
     spec::Plan interleaved;
     ASSERT_TRUE(InterleavedWhereAllowed(plan, v, &interleaved)) << "v=" << v;
     EXPECT_GT(w->predictor->Predict(interleaved).iteration_s, with->best.prediction.iteration_s)

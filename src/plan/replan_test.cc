@@ -1,6 +1,9 @@
 // Re-planning tests: a straggler makes the re-planner move blocks away from it; with a short
-// horizon it prefers the plan that moves the least state.
+// horizon it prefers the plan that moves the least state; an interleaved current plan moves and
+// re-splits by device group.
 #include "plan/replan.h"
+
+#include <memory>
 
 #include <gtest/gtest.h>
 
@@ -11,15 +14,23 @@
 namespace motley::plan {
 namespace {
 
-TEST(ReplanTest, StragglerShiftsWorkAndShortHorizonMovesLittle) {
-  auto w = testing::MakeWorld({{"a", "a100-80g", 1, 8, "nvlink", "ib-hdr"}}, "ib-hdr", "llama2-7b",
-                              16, 2048);
+// 8 A100s in one node, Llama-2-7B, and its uniform ZeRO-1 plan of 2 pipelines of 4 stages.
+std::unique_ptr<testing::World> EightA100() {
+  return testing::MakeWorld({{"a", "a100-80g", 1, 8, "nvlink", "ib-hdr"}}, "ib-hdr", "llama2-7b",
+                            16, 2048);
+}
+Result<spec::Plan> Dp2Pp4(const testing::World& w) {
   spec::UniformPlanOptions u;
   u.dp = 2;
   u.pp = 4;
   u.tp = 1;
   u.optimizer_sharding = spec::OptimizerSharding::kZero1;
-  auto current = spec::UniformPlan(w->cluster, w->model, w->train, u);
+  return spec::UniformPlan(w.cluster, w.model, w.train, u);
+}
+
+TEST(ReplanTest, StragglerShiftsWorkAndShortHorizonMovesLittle) {
+  auto w = EightA100();
+  auto current = Dp2Pp4(*w);
   ASSERT_TRUE(current.ok()) << current.status().message();
   ReplanOptions options;
   options.planner.rates.assign(8, 1.0);
@@ -56,14 +67,8 @@ TEST(ReplanTest, StragglerShiftsWorkAndShortHorizonMovesLittle) {
 // model chunk. The state to move counts every chunk, and the re-split of the current layout is
 // over its device groups.
 TEST(ReplanTest, InterleavedCurrentPlanMovesByChunkAndReSplitsItsGroups) {
-  auto w = testing::MakeWorld({{"a", "a100-80g", 1, 8, "nvlink", "ib-hdr"}}, "ib-hdr", "llama2-7b",
-                              16, 2048);
-  spec::UniformPlanOptions u;
-  u.dp = 2;
-  u.pp = 4;
-  u.tp = 1;
-  u.optimizer_sharding = spec::OptimizerSharding::kZero1;
-  auto one = spec::UniformPlan(w->cluster, w->model, w->train, u);
+  auto w = EightA100();
+  auto one = Dp2Pp4(*w);
   ASSERT_TRUE(one.ok()) << one.status().message();
   ASSERT_EQ(w->model.num_blocks, 32);
   spec::Plan interleaved;

@@ -32,12 +32,13 @@
 #include <gtest/gtest.h>
 
 #include "../parallel/parallel_test_util.h"
-#include "pvr_plans.h"
 #include "perf/compute_model.h"
 #include "perf/emulated_compute_model.h"
 #include "perf/predictor.h"
 #include "perf/settings.h"
 #include "plan/planner.h"
+#include "pvr_planner.h"
+#include "pvr_plans.h"
 #include "sim/simulator.h"
 #include "train/parallel_trainer.h"
 
@@ -132,12 +133,8 @@ TEST(PlanVsRuntimeTest, PredictedAndSimulatedStepTimesEqualTheVirtualClock) {
 // speedup within 5% of the predicted one.
 TEST(PlanVsRuntimeTest, PlannersPlanBeatsTheUniformSplitByThePredictedSpeedup) {
   const Evaluator ev(kTwoSpeedYaml);
-  plan::PlannerOptions options;
-  options.micro_batch_sizes = {1, 2, 3, 4};
-  options.recompute = {spec::Recompute::kNone};
-  options.tp_degrees = {1, 2};
+  plan::PlannerOptions options = TwoSpeedPlannerOptions();
   options.zero1 = false;  // a plain data-parallel search (ZeRO-1 plans: the test above)
-  options.exhaustive_max_units = 0;
   auto report = plan::PlanCluster(*ev.predictor, options);
   ASSERT_TRUE(report.ok()) << report.status().message();
   auto uniform = plan::BestUniformPlan(*ev.predictor, options);
@@ -163,11 +160,7 @@ TEST(PlanVsRuntimeTest, PlannersPlanBeatsTheUniformSplitByThePredictedSpeedup) {
 // simulated step times on the virtual clock, like the hand-written ones above.
 TEST(PlanVsRuntimeTest, PlannersInterleavedPlansRunAtThePredictedTime) {
   const Evaluator ev(kTwoSpeedYaml);
-  plan::PlannerOptions options;
-  options.micro_batch_sizes = {1, 2, 3, 4};
-  options.recompute = {spec::Recompute::kNone};
-  options.tp_degrees = {1, 2};
-  options.exhaustive_max_units = 0;
+  plan::PlannerOptions options = TwoSpeedPlannerOptions();
   options.baselines = false;
   auto report = plan::PlanCluster(*ev.predictor, options);
   ASSERT_TRUE(report.ok()) << report.status().message();

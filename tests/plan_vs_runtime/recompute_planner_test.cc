@@ -24,6 +24,7 @@
 #include "perf/predictor.h"
 #include "perf/settings.h"
 #include "plan/planner.h"
+#include "pvr_planner.h"
 #include "pvr_plans.h"
 
 namespace motley::testing {
@@ -43,18 +44,21 @@ struct Planned {
   spec::Plan plan;
 };
 
-Planned PlanWith(double capacity, const std::vector<spec::Recompute>& recompute) {
+// The planner's report on the cluster of `capacity` with these recompute choices.
+Result<plan::PlanReport> PlanReportAt(double capacity,
+                                      const std::vector<spec::Recompute>& recompute) {
   const spec::RunFile run = RunWithMemory(capacity);
   const perf::EmulatedComputeModel compute(run.cluster, run.model);
   const perf::Predictor predictor(run.cluster, run.model, run.train, compute,
                                   perf::DefaultSettings(run.cluster));
-  plan::PlannerOptions options;
-  options.micro_batch_sizes = {1, 2, 3, 4};
+  plan::PlannerOptions options = TwoSpeedPlannerOptions();
   options.recompute = recompute;
-  options.tp_degrees = {1, 2};
-  options.exhaustive_max_units = 0;
   options.baselines = false;
-  auto report = plan::PlanCluster(predictor, options);
+  return plan::PlanCluster(predictor, options);
+}
+
+Planned PlanWith(double capacity, const std::vector<spec::Recompute>& recompute) {
+  auto report = PlanReportAt(capacity, recompute);
   if (!report.ok()) return {};
   return {true, report->best.plan};
 }
@@ -161,16 +165,7 @@ spec::Plan OneChunk(const spec::Plan& plan) {
 TEST(RecomputePlannerTest, PlannersInterleavedPlanTrainsInThePredictedMemory) {
   const double capacity = 1.0 * 1024 * 1024 * 1024;
   const spec::RunFile run = RunWithMemory(capacity);
-  const perf::EmulatedComputeModel compute(run.cluster, run.model);
-  const perf::Predictor predictor(run.cluster, run.model, run.train, compute,
-                                  perf::DefaultSettings(run.cluster));
-  plan::PlannerOptions options;
-  options.micro_batch_sizes = {1, 2, 3, 4};
-  options.recompute = {spec::Recompute::kNone};
-  options.tp_degrees = {1, 2};
-  options.exhaustive_max_units = 0;
-  options.baselines = false;
-  auto report = plan::PlanCluster(predictor, options);
+  auto report = PlanReportAt(capacity, {spec::Recompute::kNone});
   ASSERT_TRUE(report.ok()) << report.status().message();
   const plan::Candidate* interleaved = nullptr;
   for (const plan::Candidate& c : report->ranked) {
