@@ -69,7 +69,8 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
   }
   ExhaustiveResult best;
   double best_s = std::numeric_limits<double>::infinity();
-  int64_t scored = 0;
+  int64_t scored = 0;      // predictions, interleaved variants included
+  int64_t enumerated = 0;  // one-chunk plans: what max_plans bounds
   TpAssignment tp(ntypes, 1);
   std::function<void(size_t)> over_tp = [&](size_t t) {
     if (t < ntypes) {
@@ -152,7 +153,8 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
                 return;
               }
               for (const auto& ms : msplits) {
-                if (scored >= max_plans) return;  // over budget: the caller gets an error
+                if (enumerated >= max_plans) return;  // over budget: the caller gets an error
+                ++enumerated;
                 for (size_t j = 0; j < ms.size(); ++j) plan.pipelines[j].micro_batches = ms[j];
                 auto score = [&](const spec::Plan& scored_plan) {
                   const perf::Prediction pred =
@@ -194,7 +196,7 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
     over_units(0);
   };
   over_tp(0);
-  if (scored >= max_plans) {
+  if (enumerated >= max_plans) {
     return Err("exhaustive search: more than {} plans; instance too large", max_plans);
   }
   if (!std::isfinite(best_s)) return Err("exhaustive search: no plan fits ({} scored)", scored);

@@ -19,11 +19,12 @@ namespace motley::plan {
 struct ExhaustiveResult {
   spec::Plan plan;
   perf::Prediction prediction;
-  int64_t plans_scored = 0;
+  int64_t plans_scored = 0;  // predictions made, interleaved variants included
 };
 
 // Error when nothing fits, the instance has more than `max_units` TP groups at TP 1, or more
-// than `max_plans` plans would be scored.
+// than `max_plans` one-chunk plans would be enumerated (each is scored, and so is each of its
+// interleaved variants: up to 1 + |interleave_chunks| predictions per plan).
 Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
                                           const PlannerOptions& options, int max_units = 6,
                                           int64_t max_plans = 200000);

@@ -53,7 +53,7 @@ struct PlannerOptions {
   int finalist_polish_moves = 6;
   bool baselines = true;
   // Exhaustive reference when the cluster has at most this many TP groups at TP 1 and the search
-  // scores at most exhaustive_max_plans plans (0 = never).
+  // enumerates at most exhaustive_max_plans one-chunk plans (0 = never; plan/exhaustive.h).
   int exhaustive_max_units = 6;
   int64_t exhaustive_max_plans = 200000;
   perf::StragglerRates rates;         // current straggler rates (re-planning)
