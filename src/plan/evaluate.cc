@@ -44,14 +44,6 @@ struct ShapeSplit {
   std::vector<double> bound_forward, bound_backward;
 };
 
-void RenumberBlocks(spec::PipelinePlan* pipe) {
-  int64_t first = 0;
-  for (spec::StagePlan& st : pipe->stages) {
-    st.first_block = first;
-    first += st.num_blocks;
-  }
-}
-
 }  // namespace
 
 std::vector<int64_t> SplitMicroBatches(const std::vector<double>& fixed,
@@ -289,7 +281,7 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
       return out;
     }
     for (size_t i = 0; i < p; ++i) pipe.stages[i].num_blocks = split.blocks[i];
-    RenumberBlocks(&pipe);
+    spec::RenumberBlocks(&pipe);
     fixed[k] = split.fixed;
     per[k] = split.per;
     min_m[k] = static_cast<int64_t>(p);
@@ -421,7 +413,7 @@ void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int
           auto move = [&](spec::Plan* cand, size_t k2) {
             --cand->pipelines[k2].stages[from_i].num_blocks;
             ++cand->pipelines[k2].stages[to_i].num_blocks;
-            RenumberBlocks(&cand->pipelines[k2]);
+            spec::RenumberBlocks(&cand->pipelines[k2]);
           };
           if (!per_split || same_split.size() == 1) {
             spec::Plan alone = *plan;

@@ -142,12 +142,10 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
             std::function<void(size_t)> over_splits = [&](size_t k) {
               if (k < layout.size()) {
                 for (const auto& s : splits[k]) {
-                  int64_t first = 0;
                   for (size_t i = 0; i < s.size(); ++i) {
-                    plan.pipelines[k].stages[i].first_block = first;
                     plan.pipelines[k].stages[i].num_blocks = s[i];
-                    first += s[i];
                   }
+                  spec::RenumberBlocks(&plan.pipelines[k]);
                   over_splits(k + 1);
                 }
                 return;

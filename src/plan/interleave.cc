@@ -37,11 +37,7 @@ spec::PipelinePlan InterleavePipeline(const spec::PipelinePlan& pipe, int chunks
       out.stages.push_back(std::move(st));
     }
   }
-  int64_t first = 0;
-  for (spec::StagePlan& st : out.stages) {
-    st.first_block = first;
-    first += st.num_blocks;
-  }
+  spec::RenumberBlocks(&out);
   return out;
 }
 

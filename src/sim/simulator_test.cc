@@ -87,16 +87,14 @@ spec::Plan Interleave(const spec::Plan& plan, int v, int64_t num_blocks) {
     const int p = static_cast<int>(groups.size());
     const std::vector<int64_t> blocks = spec::EvenSplit(num_blocks, p * v);
     pipe.stages.clear();
-    int64_t first = 0;
     for (int s = 0; s < p * v; ++s) {
       spec::StagePlan st = groups[static_cast<size_t>(s % p)];
-      st.first_block = first;
       st.num_blocks = blocks[static_cast<size_t>(s)];
       st.has_embedding = s == 0;
       st.has_head = s == p * v - 1;
-      first += st.num_blocks;
       pipe.stages.push_back(std::move(st));
     }
+    spec::RenumberBlocks(&pipe);
     pipe.chunks = v;
   }
   return out;

@@ -58,6 +58,14 @@ void Plan::SetRecompute(Recompute r) {
   }
 }
 
+void RenumberBlocks(PipelinePlan* pipe) {
+  int64_t first = 0;
+  for (StagePlan& st : pipe->stages) {
+    st.first_block = first;
+    first += st.num_blocks;
+  }
+}
+
 Recompute HeaviestRecompute(const Plan& plan) {
   Recompute heaviest = Recompute::kNone;
   for (const PipelinePlan& p : plan.pipelines) {

@@ -88,6 +88,11 @@ std::string RecomputeSummary(const Plan& plan);
 // (sched::BuildSchedule says why no other count).
 bool InterleavedMicroBatchesOk(int num_stages, int64_t micro_batches);
 
+// Sets each stage's first_block to the sum of num_blocks of the stages before it (model order,
+// virtual stages included), so that the pipeline's stages cover blocks [0, total) in order: what
+// every plan builder does after choosing block counts.
+void RenumberBlocks(PipelinePlan* pipe);
+
 // Reads a plan file. Errors: "<path>: <field path>: <reason>". Structure only; see ValidatePlan.
 Result<Plan> LoadPlan(const std::string& path);
 // Parses plan JSON; `name` stands for the file name in messages and becomes Plan::source.

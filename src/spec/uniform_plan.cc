@@ -53,12 +53,9 @@ Result<Plan> UniformPlan(const ClusterSpec& cluster, const ModelSpec& model,
     PipelinePlan pipe;
     pipe.micro_batches = micro_batches;
     pipe.micro_batch_size = options.micro_batch_size;
-    int64_t first = 0;
     for (int s = 0; s < pp; ++s) {
       StagePlan stage;
-      stage.first_block = first;
       stage.num_blocks = blocks[static_cast<size_t>(s)];
-      first += stage.num_blocks;
       stage.has_embedding = s == 0;
       stage.has_head = s == pp - 1;
       stage.tp_degree = tp;
@@ -75,6 +72,7 @@ Result<Plan> UniformPlan(const ClusterSpec& cluster, const ModelSpec& model,
       }
       pipe.stages.push_back(std::move(stage));
     }
+    RenumberBlocks(&pipe);
     plan.pipelines.push_back(std::move(pipe));
   }
   MOTLEY_RETURN_IF_ERROR(ValidatePlan(plan, cluster, model, train).WithContext("uniform plan"));

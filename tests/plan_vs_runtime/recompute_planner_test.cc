@@ -141,19 +141,17 @@ spec::Plan OneChunk(const spec::Plan& plan) {
   for (spec::PipelinePlan& pipe : out.pipelines) {
     const int p = pipe.num_stages();
     std::vector<spec::StagePlan> groups(pipe.stages.begin(), pipe.stages.begin() + p);
-    int64_t first = 0;
     for (int g = 0; g < p; ++g) {
       spec::StagePlan& st = groups[static_cast<size_t>(g)];
       st.num_blocks = 0;
       for (int c = 0; c < pipe.chunks; ++c) {
         st.num_blocks += pipe.stages[static_cast<size_t>(pipe.virtual_stage(g, c))].num_blocks;
       }
-      st.first_block = first;
       st.has_head = g + 1 == p;
-      first += st.num_blocks;
     }
     pipe.stages = std::move(groups);
     pipe.chunks = 1;
+    spec::RenumberBlocks(&pipe);
   }
   return out;
 }
