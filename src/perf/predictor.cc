@@ -68,6 +68,12 @@ PipelineTiming PipelineClosedForm(const std::vector<StageCost>& stages,
   return timing;
 }
 
+double EqualStagePhaseSlots(int64_t groups, int64_t micro_batches, int chunks) {
+  MOTLEY_CHECK(groups >= 1 && micro_batches >= 1 && chunks >= 1, "bad pipeline");
+  return static_cast<double>(micro_batches) +
+         static_cast<double>(groups - 1) / static_cast<double>(chunks);
+}
+
 Predictor::Predictor(const spec::ClusterSpec& cluster, const spec::ModelSpec& model,
                      const spec::TrainSpec& train, const ComputeModel& compute,
                      PerfSettings settings)

@@ -72,6 +72,14 @@ PipelineTiming PipelineClosedForm(const std::vector<StageCost>& stages,
                                   const std::vector<Seconds>& p2p_s, int64_t micro_batches,
                                   spec::PipelineSchedule schedule);
 
+// One pipeline phase of p device groups with equal stages and no communication, in units of one
+// micro-batch's forward and backward through one group: m + (p - 1) / v. With one chunk (v = 1)
+// this is PipelineClosedForm's fill + (m - 1) * worst for equal stages; interleaved over v chunks
+// (m a multiple of p) it is Megatron-LM's bubble (p - 1) / v. Both equal the exact walk of the
+// step program's action lists (PipelinePhaseEnds; tested). What the planner scales a predicted
+// phase by to estimate the same pipeline at another micro-batch count or chunk count.
+double EqualStagePhaseSlots(int64_t groups, int64_t micro_batches, int chunks);
+
 struct StagePrediction {
   StageCost cost;
   Seconds p2p_next_s = 0;      // activation (and gradient) transfer to/from the next stage

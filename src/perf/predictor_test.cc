@@ -14,6 +14,7 @@ TEST(PipelineClosedFormTest, HomogeneousWithoutCommunication) {
   const std::vector<StageCost> stages(4, StageCost{1.0, 2.0});
   const PipelineTiming t = PipelineClosedForm(stages, {0, 0, 0}, 8, spec::PipelineSchedule::k1F1B);
   EXPECT_DOUBLE_EQ(t.time_s, (8 + 4 - 1) * 3.0);  // (m + p - 1)(f + b)
+  EXPECT_DOUBLE_EQ(t.time_s, EqualStagePhaseSlots(4, 8, 1) * 3.0);
   EXPECT_DOUBLE_EQ(t.last_backward_end_s[0], t.time_s);
   EXPECT_DOUBLE_EQ(t.last_backward_end_s[3], t.time_s - 3 * 2.0);
   const PipelineTiming g = PipelineClosedForm(stages, {0, 0, 0}, 8, spec::PipelineSchedule::kGPipe);

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "perf/emulated_compute_model.h"
+#include "perf/predictor.h"
 
 namespace motley::perf {
 namespace {
@@ -143,8 +144,12 @@ TEST(StepModelTest, InterleavedWalkMatchesTheNarayananBubble) {
         const auto ends =
             PipelinePhaseEnds(f, b, ready, c, c, m, spec::PipelineSchedule::k1F1B, nullptr, v);
         ASSERT_EQ(ends.size(), static_cast<size_t>(p));
+        // (m v + p - 1) chunk slots of 3 s: a group's micro-batch (3 v s) times the slots.
         EXPECT_NEAR(*std::max_element(ends.begin(), ends.end()),
                     static_cast<double>(m * v + p - 1) * 3.0, 1e-9)
+            << "p " << p << " v " << v << " m " << m;
+        EXPECT_NEAR(*std::max_element(ends.begin(), ends.end()),
+                    EqualStagePhaseSlots(p, m, v) * 3.0 * v, 1e-9)
             << "p " << p << " v " << v << " m " << m;
       }
     }

@@ -65,7 +65,7 @@ spec::Plan MicroBatchesForInterleaving(const spec::Plan& plan,
   for (size_t k = 0; k < n; ++k) {
     spec::PipelinePlan& pipe = out.pipelines[k];
     const int64_t p = pipe.num_stages();
-    per[k] = pipeline_time_s[k] / static_cast<double>(pipe.micro_batches + p - 1);
+    per[k] = pipeline_time_s[k] / perf::EqualStagePhaseSlots(p, pipe.micro_batches, 1);
     spec::PipelinePlan probe = pipe;
     probe.micro_batches = p;  // always accepted: is the rest of the pipeline interleavable?
     can[k] = CanInterleave(probe, chunks);
@@ -76,14 +76,11 @@ spec::Plan MicroBatchesForInterleaving(const spec::Plan& plan,
     left += pipe.micro_batches - kept;
     pipe.micro_batches = kept;
   }
-  // The estimated phase of pipeline k at m micro-batches: (m + (p - 1) / v) per micro-batch
-  // interleaved, (m + p - 1) with one chunk.
+  // The estimated phase of pipeline k at m micro-batches, interleaved where m allows it.
   auto estimate = [&](size_t k, int64_t m) {
-    const auto& pipe = out.pipelines[k];
-    const double fill = static_cast<double>(pipe.num_stages() - 1);
-    const bool interleaved = can[k] && spec::InterleavedMicroBatchesOk(pipe.num_stages(), m);
-    return per[k] *
-           (static_cast<double>(m) + (interleaved ? fill / static_cast<double>(chunks) : fill));
+    const int p = out.pipelines[k].num_stages();
+    const bool interleaved = can[k] && spec::InterleavedMicroBatchesOk(p, m);
+    return per[k] * perf::EqualStagePhaseSlots(p, m, interleaved ? chunks : 1);
   };
   // The smallest step that keeps pipeline k's count accepted (1 with one chunk or below 2p).
   auto step = [&](size_t k) -> int64_t {
@@ -108,8 +105,9 @@ spec::Plan MicroBatchesForInterleaving(const spec::Plan& plan,
       // No accepted step fits what is left: the pipeline it costs least takes it all and keeps
       // one chunk.
       for (size_t k = 0; k < n; ++k) {
-        const double t = per[k] * static_cast<double>(out.pipelines[k].micro_batches + left +
-                                                      out.pipelines[k].num_stages() - 1);
+        const double t =
+            per[k] * perf::EqualStagePhaseSlots(out.pipelines[k].num_stages(),
+                                                out.pipelines[k].micro_batches + left, 1);
         if (best == n || t < best_t) {
           best = k;
           best_t = t;

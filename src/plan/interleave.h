@@ -38,9 +38,9 @@ bool InterleavedWhereAllowed(const spec::Plan& plan, int chunks, spec::Plan* out
 // interleaved 1F1B at `chunks` accepts: a pipeline that could interleave but for its count keeps
 // the largest multiple of its p below it, and the micro-batches freed go, by the smallest step
 // that keeps a count accepted, to the pipeline whose estimated phase grows least (per
-// micro-batch time from `pipeline_time_s`, one per pipeline; fill (p - 1) / v interleaved,
-// p - 1 otherwise); what no accepted step fits goes to one pipeline, which keeps one chunk. The
-// total and every m >= p are kept.
+// micro-batch time from `pipeline_time_s`, one per pipeline, scaled by perf::EqualStagePhaseSlots:
+// fill (p - 1) / v interleaved, p - 1 otherwise); what no accepted step fits goes to one pipeline,
+// which keeps one chunk. The total and every m >= p are kept.
 spec::Plan MicroBatchesForInterleaving(const spec::Plan& plan,
                                        const std::vector<double>& pipeline_time_s, int chunks);
 
