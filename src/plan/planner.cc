@@ -590,11 +590,13 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
       std::min(report.ranked.size(), static_cast<size_t>(std::max(options.confirm_top, 0)));
   // At scale the search polishes and interleaves none of its evaluations
   // (EvalSettings::polish_max_stages): the finalists get the local search now, moves by distinct
-  // block split, then the interleaving degrees (plan/interleave.h), side by side. An improved
-  // plan replaces its candidate only where the simulation, the final judge, finds it faster
-  // too; the simulated time of the one kept is kept for the confirmation. Then the ranking is
-  // redone (stable: equal times keep their order). Improved finalists only move up, so the
-  // finalists stay the first `finalists` of the ranking.
+  // block split, then the interleaving degrees (plan/interleave.h), side by side. Each improved
+  // variant (polished; polished and interleaved) is judged on its own by the simulation, the
+  // final judge: the fastest simulated of the candidate and its variants predicted faster
+  // replaces it, so an interleaved plan the simulation rejects does not take the polish with it.
+  // The simulated time of the one kept is kept for the confirmation. Then the ranking is redone
+  // (stable: equal times keep their order). Improved finalists only move up, so the finalists
+  // stay the first `finalists` of the ranking.
   if (!s.small && finalists > 0 &&
       (options.finalist_polish_moves > 0 || !options.interleave_chunks.empty())) {
     progress("polishing", 0.88);
@@ -606,23 +608,36 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
       if (options.finalist_polish_moves > 0) {
         evaluator.Polish(&polished.plan, &polished.prediction, options.finalist_polish_moves,
                          LayoutEvaluator::Moves::kPerSplit);
+        if (polished.prediction.iteration_s < c.prediction.iteration_s) {
+          polished.description += ", polished";
+        }
       }
-      const bool moved = polished.prediction.iteration_s < c.prediction.iteration_s;
-      InterleaveIfFaster(predictor, options.interleave_chunks, options.rates, options.link_rates,
-                         &polished.plan, &polished.prediction);
-      if (polished.prediction.iteration_s >= c.prediction.iteration_s) return;
+      Candidate interleaved = polished;
+      const int v = InterleaveIfFaster(predictor, options.interleave_chunks, options.rates,
+                                       options.link_rates, &interleaved.plan,
+                                       &interleaved.prediction);
+      if (v > 1) interleaved.description += InterleaveNote(interleaved.plan);
+      std::vector<Candidate*> variants;
+      if (polished.prediction.iteration_s < c.prediction.iteration_s) variants.push_back(&polished);
+      if (v > 1 && interleaved.prediction.iteration_s < c.prediction.iteration_s) {
+        variants.push_back(&interleaved);
+      }
+      if (variants.empty()) return;
       const Result<sim::SimResult> was = simulator.Run(c.plan, so);
-      const Result<sim::SimResult> now = simulator.Run(polished.plan, so);
-      if (!was.ok() || !now.ok()) return;  // the confirmation reports the error
-      if (now->iteration_s >= was->iteration_s) {
-        c.simulated_s = was->iteration_s;
-        return;
+      if (!was.ok()) return;  // the confirmation reports the error
+      c.simulated_s = was->iteration_s;
+      Candidate* best = nullptr;
+      double best_s = was->iteration_s;
+      for (Candidate* variant : variants) {
+        const Result<sim::SimResult> now = simulator.Run(variant->plan, so);
+        if (!now.ok() || now->iteration_s >= best_s) continue;
+        variant->simulated_s = now->iteration_s;
+        best_s = now->iteration_s;
+        best = variant;
       }
-      polished.simulated_s = now->iteration_s;
-      if (moved) polished.description += ", polished";
-      polished.description += InterleaveNote(polished.plan);
-      polished.plan.comment = "motley planner: " + polished.description;
-      c = std::move(polished);
+      if (best == nullptr) return;
+      best->plan.comment = "motley planner: " + best->description;
+      c = std::move(*best);
     });
     std::stable_sort(report.ranked.begin(), report.ranked.end(), Search::PredictedFaster);
   }
