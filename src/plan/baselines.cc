@@ -13,6 +13,7 @@
 #include "perf/flops.h"
 #include "plan/interleave.h"
 #include "plan/planner.h"
+#include "plan/sharding.h"
 
 namespace motley::plan {
 
@@ -98,10 +99,12 @@ Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const Planne
     }
   }
   if (!best) return Err("uniform plan: nothing fits; last reason: {}", last_error);
-  // Megatron-LM interleaves too: the best shape with the interleaving degrees of the options.
-  InterleaveIfFaster(predictor, options.interleave_chunks, options.rates, options.link_rates,
-                     &best->plan, &best->prediction);
-  best->description += InterleaveNote(best->plan);
+  // Megatron-LM interleaves too, and shards the optimizer or not: the best shape with the
+  // interleaving degrees and shardings of the options.
+  ShardingAndChunksIfFaster(predictor, options.zero1 && options.zero1_optional,
+                            options.interleave_chunks, options.rates, options.link_rates,
+                            &best->plan, &best->prediction);
+  best->description += ShardingAndChunksNote(best->plan);
   return *best;
 }
 

@@ -11,6 +11,7 @@
 #include "perf/memory_model.h"
 #include "perf/step_model.h"
 #include "plan/interleave.h"
+#include "plan/sharding.h"
 
 namespace motley::plan {
 namespace {
@@ -323,7 +324,8 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
   if (es.recompute != spec::Recompute::kNone) LightenRecompute(&plan, &out.prediction);
   if (polish) {
     Polish(&plan, &out.prediction, 50);
-    InterleaveIfFaster(predictor_, es.interleave_chunks, rates_, links_, &plan, &out.prediction);
+    ShardingAndChunksIfFaster(predictor_, es.try_unsharded, es.interleave_chunks, rates_, links_,
+                              &plan, &out.prediction);
   }
   out.feasible = true;
   return out;

@@ -28,6 +28,9 @@ struct EvalSettings {
   spec::Recompute recompute = spec::Recompute::kNone;
   spec::PipelineSchedule schedule = spec::PipelineSchedule::k1F1B;
   bool zero1 = true;         // ZeRO-1 whenever there is more than one pipeline
+  // A polished plan with ZeRO-1 is also predicted without it (plan/sharding.h), at each of
+  // interleave_chunks, and kept where faster.
+  bool try_unsharded = false;
   int polish_max_stages = 16;  // local search when the plan has at most this many stages
   // Interleaving degrees tried on a polished plan (plan/interleave.h InterleaveIfFaster), after
   // the polish; empty: none. Plans that are not polished are not interleaved here, so the

@@ -92,8 +92,13 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
           for (spec::Recompute rec : options.recompute) {
             spec::Plan plan;
             plan.schedule = options.schedule;
-            plan.optimizer_sharding = options.zero1 && d > 1 ? spec::OptimizerSharding::kZero1
-                                                             : spec::OptimizerSharding::kNone;
+            // ZeRO-1 where there is more than one pipeline and, where optional, without it too
+            // (plan/sharding.h).
+            std::vector<spec::OptimizerSharding> shardings = {spec::OptimizerSharding::kNone};
+            if (options.zero1 && d > 1) {
+              shardings = {spec::OptimizerSharding::kZero1};
+              if (options.zero1_optional) shardings.push_back(spec::OptimizerSharding::kNone);
+            }
             std::vector<std::vector<std::vector<int64_t>>> splits(layout.size());
             std::vector<int64_t> min_m;
             bool ok = true;
@@ -164,10 +169,13 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
                     best.prediction = pred;
                   }
                 };
-                score(plan);
-                for (int v : options.interleave_chunks) {
-                  spec::Plan interleaved;
-                  if (InterleavedWhereAllowed(plan, v, &interleaved)) score(interleaved);
+                for (spec::OptimizerSharding sharding : shardings) {
+                  plan.optimizer_sharding = sharding;
+                  score(plan);
+                  for (int v : options.interleave_chunks) {
+                    spec::Plan interleaved;
+                    if (InterleavedWhereAllowed(plan, v, &interleaved)) score(interleaved);
+                  }
                 }
               }
             };

@@ -15,7 +15,8 @@ std::string LayoutLegend(const std::string& indent) {
       "[TYPE tpT, ...]: the device types used, in TP groups of T; b=B: micro-batch size; "
       "recompute: activation recompute (none, selective, full); polished: improved after the "
       "search by moving blocks and micro-batches (local search); interleaved v=V: interleaved "
-      "1F1B with V model chunks per device group (v=V0/V1/..: per pipeline)",
+      "1F1B with V model chunks per device group (v=V0/V1/..: per pipeline); no ZeRO-1: several "
+      "pipelines without optimizer sharding (the planner found it faster)",
   };
   std::string out;
   for (const char* l : lines) out += indent + l + "\n";

@@ -29,6 +29,7 @@
 #include "plan/exhaustive.h"
 #include "plan/interleave.h"
 #include "plan/references.h"
+#include "plan/sharding.h"
 #include "plan/units.h"
 #include "sim/simulator.h"
 #include "spec/plan_topology.h"
@@ -241,6 +242,7 @@ struct Search {
         es.recompute = rec;
         es.schedule = options.schedule;
         es.zero1 = options.zero1;
+        es.try_unsharded = options.zero1 && options.zero1_optional;
         es.polish_max_stages = small ? 16 : 0;
         es.interleave_chunks = options.interleave_chunks;
         if (options.prune) es.prune_above = prune_above();
@@ -265,7 +267,7 @@ struct Search {
         c.plan = std::move(ev.plan);
         c.prediction = std::move(ev.prediction);
         c.description = fmt::format("{}, b={}, recompute={}{}", job.what, b,
-                                    spec::RecomputeSummary(c.plan), InterleaveNote(c.plan));
+                                    spec::RecomputeSummary(c.plan), ShardingAndChunksNote(c.plan));
         c.plan.comment = "motley planner: " + c.description;
         o.candidate = std::move(c);
         emit(std::move(o));
@@ -590,10 +592,11 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
       std::min(report.ranked.size(), static_cast<size_t>(std::max(options.confirm_top, 0)));
   // At scale the search polishes and interleaves none of its evaluations
   // (EvalSettings::polish_max_stages): the finalists get the local search now, moves by distinct
-  // block split, then the interleaving degrees (plan/interleave.h), side by side. Each improved
-  // variant (polished; polished and interleaved) is judged on its own by the simulation, the
-  // final judge: the fastest simulated of the candidate and its variants predicted faster
-  // replaces it, so an interleaved plan the simulation rejects does not take the polish with it.
+  // block split, then the optimizer sharding and interleaving degrees (plan/sharding.h), side by
+  // side. Each improved variant (polished; polished and reshaped) is judged on its own by the
+  // simulation, the final judge: the fastest simulated of the candidate and its variants
+  // predicted faster replaces it, so a reshaped plan the simulation rejects does not take the
+  // polish with it.
   // The simulated time of the one kept is kept for the confirmation. Then the ranking is redone
   // (stable: equal times keep their order). Improved finalists only move up, so the finalists
   // stay the first `finalists` of the ranking.
@@ -612,15 +615,15 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
           polished.description += ", polished";
         }
       }
-      Candidate interleaved = polished;
-      const int v = InterleaveIfFaster(predictor, options.interleave_chunks, options.rates,
-                                       options.link_rates, &interleaved.plan,
-                                       &interleaved.prediction);
-      if (v > 1) interleaved.description += InterleaveNote(interleaved.plan);
+      Candidate reshaped = polished;
+      const bool changed = ShardingAndChunksIfFaster(
+          predictor, options.zero1 && options.zero1_optional, options.interleave_chunks,
+          options.rates, options.link_rates, &reshaped.plan, &reshaped.prediction);
+      if (changed) reshaped.description += ShardingAndChunksNote(reshaped.plan);
       std::vector<Candidate*> variants;
       if (polished.prediction.iteration_s < c.prediction.iteration_s) variants.push_back(&polished);
-      if (v > 1 && interleaved.prediction.iteration_s < c.prediction.iteration_s) {
-        variants.push_back(&interleaved);
+      if (changed && reshaped.prediction.iteration_s < c.prediction.iteration_s) {
+        variants.push_back(&reshaped);
       }
       if (variants.empty()) return;
       const Result<sim::SimResult> was = simulator.Run(c.plan, so);

@@ -39,7 +39,13 @@ struct PlannerOptions {
   // Empty: one chunk only.
   std::vector<int> interleave_chunks = {2, 3, 4};
   spec::PipelineSchedule schedule = spec::PipelineSchedule::k1F1B;
+  // ZeRO-1 (optimizer sharding) wherever a plan has more than one pipeline, the setting the search
+  // splits blocks and micro-batches with (the least memory). With zero1_optional, every plan the
+  // planner finishes (polished plans of small instances, the finalists at scale, the uniform
+  // baseline) is also predicted without ZeRO-1, and the exhaustive oracle enumerates both: the
+  // faster that fits memory is kept (plan/sharding.h).
   bool zero1 = true;
+  bool zero1_optional = true;
   int rank_top = 10;     // candidates kept in the ranking
   int confirm_top = 6;   // of those, confirmed by the simulator (the choice goes by simulation)
   // Above the small-instance size, where the search polishes nothing, each candidate to be

@@ -1,0 +1,35 @@
+// Optimizer sharding as a planner dimension (issue 13), chosen with the interleaving degree after
+// a plan's block and micro-batch splits. The search splits with ZeRO-1 on wherever a plan has more
+// than one pipeline: it needs the least memory, so the most layouts fit. Neither sharding is
+// always faster: ZeRO-1 updates 1/d of each layer but all-gathers the parameters after the update,
+// where nothing overlaps it; without it each data-parallel group all-reduces its gradients (which
+// overlaps the backward) and every rank updates its whole layers. So each plan the planner
+// finishes (polished plans of small instances, finalists at scale, the uniform baseline) is also
+// predicted without ZeRO-1, at every interleaving degree, and the fastest that fits memory is
+// kept. The exhaustive oracle enumerates both shardings too (plan/exhaustive.h).
+//
+// Pure functions over plans; the predictor must outlive the call. Thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "perf/predictor.h"
+#include "spec/plan.h"
+
+namespace motley::plan {
+
+// `*plan` (one chunk per group) as it is and, when `try_unsharded` and it has ZeRO-1, without
+// it; each of the two then through InterleaveIfFaster (plan/interleave.h) at `chunks`. Keeps the
+// fastest prediction that fits memory and is faster than `*prediction` (the prediction of
+// `*plan`); returns whether it changed the plan.
+bool ShardingAndChunksIfFaster(const perf::Predictor& predictor, bool try_unsharded,
+                               const std::vector<int>& chunks, const perf::StragglerRates& rates,
+                               const perf::LinkRates& links, spec::Plan* plan,
+                               perf::Prediction* prediction);
+
+// For descriptions: ", no ZeRO-1" for a plan of several pipelines without optimizer sharding,
+// then InterleaveNote's ", interleaved v=..." where it interleaves; "" otherwise.
+std::string ShardingAndChunksNote(const spec::Plan& plan);
+
+}  // namespace motley::plan
