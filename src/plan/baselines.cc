@@ -72,8 +72,7 @@ Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const Planne
       u.micro_batch_size = shape.b;
       u.schedule = options.schedule;
       u.recompute = rec;
-      u.optimizer_sharding = options.zero1 && dp > 1 ? spec::OptimizerSharding::kZero1
-                                                     : spec::OptimizerSharding::kNone;
+      u.optimizer_sharding = ShardingsFor(options.shardings, dp).front();
       auto plan = spec::UniformPlan(cluster, model, train, u);
       if (!plan.ok()) {
         shape.error = plan.status().message();
@@ -101,9 +100,8 @@ Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const Planne
   if (!best) return Err("uniform plan: nothing fits; last reason: {}", last_error);
   // Megatron-LM interleaves too, and shards the optimizer or not: the best shape with the
   // interleaving degrees and shardings of the options.
-  ShardingAndChunksIfFaster(predictor, options.zero1 && options.zero1_optional,
-                            options.interleave_chunks, options.rates, options.link_rates,
-                            &best->plan, &best->prediction);
+  ShardingAndChunksIfFaster(predictor, options.shardings, options.interleave_chunks, options.rates,
+                            options.link_rates, &best->plan, &best->prediction);
   best->description += ShardingAndChunksNote(best->plan);
   return *best;
 }

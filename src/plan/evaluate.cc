@@ -107,8 +107,7 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
   const int64_t d = static_cast<int64_t>(layout.size());
   spec::Plan& plan = out.plan;
   plan.schedule = es.schedule;
-  plan.optimizer_sharding =
-      es.zero1 && d > 1 ? spec::OptimizerSharding::kZero1 : spec::OptimizerSharding::kNone;
+  plan.optimizer_sharding = ShardingsFor(es.shardings, d).front();
   for (const auto& units : layout) {
     spec::PipelinePlan pipe;
     pipe.micro_batch_size = b;
@@ -324,8 +323,8 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
   if (es.recompute != spec::Recompute::kNone) LightenRecompute(&plan, &out.prediction);
   if (polish) {
     Polish(&plan, &out.prediction, 50);
-    ShardingAndChunksIfFaster(predictor_, es.try_unsharded, es.interleave_chunks, rates_, links_,
-                              &plan, &out.prediction);
+    ShardingAndChunksIfFaster(predictor_, es.shardings, es.interleave_chunks, rates_, links_, &plan,
+                              &out.prediction);
   }
   out.feasible = true;
   return out;

@@ -27,10 +27,10 @@ struct EvalSettings {
   int64_t micro_batch_size = 1;
   spec::Recompute recompute = spec::Recompute::kNone;
   spec::PipelineSchedule schedule = spec::PipelineSchedule::k1F1B;
-  bool zero1 = true;         // ZeRO-1 whenever there is more than one pipeline
-  // A polished plan with ZeRO-1 is also predicted without it (plan/sharding.h), at each of
-  // interleave_chunks, and kept where faster.
-  bool try_unsharded = false;
+  // As PlannerOptions::shardings: a plan of several pipelines is split with the first; a polished
+  // plan is also predicted at the others (plan/sharding.h), at each of interleave_chunks, and
+  // kept where faster.
+  std::vector<spec::OptimizerSharding> shardings = {spec::OptimizerSharding::kZero1};
   int polish_max_stages = 16;  // local search when the plan has at most this many stages
   // Interleaving degrees tried on a polished plan (plan/interleave.h InterleaveIfFaster), after
   // the polish; empty: none. Plans that are not polished are not interleaved here, so the

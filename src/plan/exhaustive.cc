@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "plan/interleave.h"
+#include "plan/sharding.h"
 #include "plan/units.h"
 
 namespace motley::plan {
@@ -92,13 +93,8 @@ Result<ExhaustiveResult> ExhaustiveSearch(const perf::Predictor& predictor,
           for (spec::Recompute rec : options.recompute) {
             spec::Plan plan;
             plan.schedule = options.schedule;
-            // ZeRO-1 where there is more than one pipeline and, where optional, without it too
-            // (plan/sharding.h).
-            std::vector<spec::OptimizerSharding> shardings = {spec::OptimizerSharding::kNone};
-            if (options.zero1 && d > 1) {
-              shardings = {spec::OptimizerSharding::kZero1};
-              if (options.zero1_optional) shardings.push_back(spec::OptimizerSharding::kNone);
-            }
+            const std::vector<spec::OptimizerSharding> shardings =
+                ShardingsFor(options.shardings, d);
             std::vector<std::vector<std::vector<int64_t>>> splits(layout.size());
             std::vector<int64_t> min_m;
             bool ok = true;

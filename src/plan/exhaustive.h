@@ -3,8 +3,8 @@
 // partition of it into pipelines, every stage order of each pipeline, every block split (>= 1 block
 // per stage), every micro-batch size and recompute choice of the options, and every split of the
 // micro-batches over the pipelines (>= stages each), and each interleaving degree of the options
-// where plan/interleave.h allows it; ZeRO-1 when there is more than one pipeline, and with
-// PlannerOptions::zero1_optional each such plan without it too (plan/sharding.h).
+// where plan/interleave.h allows it; every sharding of PlannerOptions::shardings when there is more
+// than one pipeline (plan/sharding.h).
 // Each plan is scored by the predictor; the fastest that fits memory wins. Exponential: meant
 // for at most ~6 TP groups and models of a few blocks.
 #pragma once

@@ -161,7 +161,7 @@ TEST(ExhaustiveTest, PlannerFindsAnInterleavedOptimum) {
   options.micro_batch_sizes = {1};
   options.recompute = {spec::Recompute::kNone};
   options.tp_degrees = {1};
-  options.zero1 = false;
+  options.shardings = {spec::OptimizerSharding::kNone};
   options.baselines = false;
   auto ex = ExhaustiveSearch(*w->predictor, options, 6, 2000000);
   auto planned = PlanCluster(*w->predictor, options);

@@ -241,8 +241,7 @@ struct Search {
         es.micro_batch_size = b;
         es.recompute = rec;
         es.schedule = options.schedule;
-        es.zero1 = options.zero1;
-        es.try_unsharded = options.zero1 && options.zero1_optional;
+        es.shardings = options.shardings;
         es.polish_max_stages = small ? 16 : 0;
         es.interleave_chunks = options.interleave_chunks;
         if (options.prune) es.prune_above = prune_above();
@@ -617,8 +616,8 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
       }
       Candidate reshaped = polished;
       const bool changed = ShardingAndChunksIfFaster(
-          predictor, options.zero1 && options.zero1_optional, options.interleave_chunks,
-          options.rates, options.link_rates, &reshaped.plan, &reshaped.prediction);
+          predictor, options.shardings, options.interleave_chunks, options.rates,
+          options.link_rates, &reshaped.plan, &reshaped.prediction);
       if (changed) reshaped.description += ShardingAndChunksNote(reshaped.plan);
       std::vector<Candidate*> variants;
       if (polished.prediction.iteration_s < c.prediction.iteration_s) variants.push_back(&polished);

@@ -39,13 +39,15 @@ struct PlannerOptions {
   // Empty: one chunk only.
   std::vector<int> interleave_chunks = {2, 3, 4};
   spec::PipelineSchedule schedule = spec::PipelineSchedule::k1F1B;
-  // ZeRO-1 (optimizer sharding) wherever a plan has more than one pipeline, the setting the search
-  // splits blocks and micro-batches with (the least memory). With zero1_optional, every plan the
-  // planner finishes (polished plans of small instances, the finalists at scale, the uniform
-  // baseline) is also predicted without ZeRO-1, and the exhaustive oracle enumerates both: the
-  // faster that fits memory is kept (plan/sharding.h).
-  bool zero1 = true;
-  bool zero1_optional = true;
+  // Optimizer shardings of a plan with more than one pipeline (one pipeline has nothing to shard
+  // across and takes kNone; an empty list means {kNone}). The search splits blocks and
+  // micro-batches with the first (ZeRO-1 by default: the least memory, so the most layouts fit);
+  // every plan the planner finishes (polished plans of small instances, the finalists at scale,
+  // the uniform baseline) is also predicted at the others, and the exhaustive oracle enumerates
+  // them all: the fastest that fits memory is kept (plan/sharding.h). {kNone}: plain data
+  // parallelism; {kZero1}: ZeRO-1 always.
+  std::vector<spec::OptimizerSharding> shardings = {spec::OptimizerSharding::kZero1,
+                                                    spec::OptimizerSharding::kNone};
   int rank_top = 10;     // candidates kept in the ranking
   int confirm_top = 6;   // of those, confirmed by the simulator (the choice goes by simulation)
   // Above the small-instance size, where the search polishes nothing, each candidate to be

@@ -156,7 +156,7 @@ Result<ReplanResult> Replan(const perf::Predictor& predictor, const spec::Plan& 
   es.micro_batch_size = current.pipelines.front().micro_batch_size;
   es.recompute = spec::HeaviestRecompute(current);
   es.schedule = current.schedule;
-  es.zero1 = current.optimizer_sharding == spec::OptimizerSharding::kZero1;
+  es.shardings = {current.optimizer_sharding};
   es.interleave_chunks = options.planner.interleave_chunks;
   LayoutEval ev = evaluator.Evaluate(layout, es);
   if (ev.feasible) TowardCurrent(predictor, current, rates, links, &ev);

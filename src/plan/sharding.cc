@@ -7,7 +7,14 @@
 
 namespace motley::plan {
 
-bool ShardingAndChunksIfFaster(const perf::Predictor& predictor, bool try_unsharded,
+std::vector<spec::OptimizerSharding> ShardingsFor(
+    const std::vector<spec::OptimizerSharding>& shardings, int64_t pipelines) {
+  if (pipelines > 1 && !shardings.empty()) return shardings;
+  return {spec::OptimizerSharding::kNone};
+}
+
+bool ShardingAndChunksIfFaster(const perf::Predictor& predictor,
+                               const std::vector<spec::OptimizerSharding>& shardings,
                                const std::vector<int>& chunks, const perf::StragglerRates& rates,
                                const perf::LinkRates& links, spec::Plan* plan,
                                perf::Prediction* prediction) {
@@ -15,18 +22,19 @@ bool ShardingAndChunksIfFaster(const perf::Predictor& predictor, bool try_unshar
   perf::Prediction best_prediction = *prediction;
   bool changed =
       InterleaveIfFaster(predictor, chunks, rates, links, &best_plan, &best_prediction) > 1;
-  if (try_unsharded && plan->optimizer_sharding == spec::OptimizerSharding::kZero1) {
-    spec::Plan unsharded = *plan;
-    unsharded.optimizer_sharding = spec::OptimizerSharding::kNone;
-    perf::Prediction pred = predictor.Predict(unsharded, rates, links);
-    // Interleaving only adds memory: an unsharded plan over memory is over at every v.
-    if (pred.fits_memory) {
-      InterleaveIfFaster(predictor, chunks, rates, links, &unsharded, &pred);
-      if (pred.iteration_s < best_prediction.iteration_s * (1 - 1e-12)) {
-        best_plan = std::move(unsharded);
-        best_prediction = std::move(pred);
-        changed = true;
-      }
+  const int64_t pipelines = static_cast<int64_t>(plan->pipelines.size());
+  for (const spec::OptimizerSharding sharding : ShardingsFor(shardings, pipelines)) {
+    if (sharding == plan->optimizer_sharding) continue;
+    spec::Plan other = *plan;
+    other.optimizer_sharding = sharding;
+    perf::Prediction pred = predictor.Predict(other, rates, links);
+    // Interleaving only adds memory: a plan over memory at one chunk is over at every v.
+    if (!pred.fits_memory) continue;
+    InterleaveIfFaster(predictor, chunks, rates, links, &other, &pred);
+    if (pred.iteration_s < best_prediction.iteration_s * (1 - 1e-12)) {
+      best_plan = std::move(other);
+      best_prediction = std::move(pred);
+      changed = true;
     }
   }
   if (!changed) return false;

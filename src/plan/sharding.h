@@ -11,6 +11,7 @@
 // Pure functions over plans; the predictor must outlive the call. Thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,18 @@
 
 namespace motley::plan {
 
-// `*plan` (one chunk per group) as it is and, when `try_unsharded` and it has ZeRO-1, without
-// it; each of the two then through InterleaveIfFaster (plan/interleave.h) at `chunks`. Keeps the
-// fastest prediction that fits memory and is faster than `*prediction` (the prediction of
-// `*plan`); returns whether it changed the plan.
-bool ShardingAndChunksIfFaster(const perf::Predictor& predictor, bool try_unsharded,
+// The optimizer shardings a plan of `pipelines` pipelines may take under a planner's list
+// (PlannerOptions::shardings): the list where there is more than one pipeline and it is not empty,
+// {kNone} otherwise. Its front is the sharding the search splits with.
+std::vector<spec::OptimizerSharding> ShardingsFor(
+    const std::vector<spec::OptimizerSharding>& shardings, int64_t pipelines);
+
+// `*plan` (one chunk per group) as it is and at each other sharding of ShardingsFor(shardings,
+// its pipelines); each of them then through InterleaveIfFaster (plan/interleave.h) at `chunks`.
+// Keeps the fastest prediction that fits memory and is faster than `*prediction` (the prediction
+// of `*plan`); returns whether it changed the plan.
+bool ShardingAndChunksIfFaster(const perf::Predictor& predictor,
+                               const std::vector<spec::OptimizerSharding>& shardings,
                                const std::vector<int>& chunks, const perf::StragglerRates& rates,
                                const perf::LinkRates& links, spec::Plan* plan,
                                perf::Prediction* prediction);

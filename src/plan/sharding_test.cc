@@ -15,6 +15,7 @@
 #include "motley_source_dir.h"
 #include "perf/run_predictor.h"
 #include "plan/interleave.h"
+#include "plan/planner.h"
 #include "spec/run_file.h"
 
 namespace motley::plan {
@@ -49,19 +50,46 @@ TEST(ShardingTest, DropsZeroOneWhereThePredictorFindsItFasterAndOnlyThen) {
 
   spec::Plan kept = h->plan;
   perf::Prediction kept_prediction = h->prediction;
-  EXPECT_FALSE(ShardingAndChunksIfFaster(predictor, false, {}, {}, {}, &kept, &kept_prediction));
+  EXPECT_FALSE(ShardingAndChunksIfFaster(predictor, {spec::OptimizerSharding::kZero1}, {}, {}, {},
+                                         &kept, &kept_prediction));
   EXPECT_EQ(kept.optimizer_sharding, spec::OptimizerSharding::kZero1);
   EXPECT_EQ(kept_prediction.iteration_s, h->prediction.iteration_s);
 
   spec::Plan plan = h->plan;
   perf::Prediction prediction = h->prediction;
-  ASSERT_TRUE(ShardingAndChunksIfFaster(predictor, true, {}, {}, {}, &plan, &prediction));
+  ASSERT_TRUE(ShardingAndChunksIfFaster(predictor, PlannerOptions().shardings, {}, {}, {}, &plan,
+                                        &prediction));
   EXPECT_EQ(plan.optimizer_sharding, spec::OptimizerSharding::kNone);
   EXPECT_LT(prediction.iteration_s, h->prediction.iteration_s);
   EXPECT_TRUE(prediction.fits_memory);
   const perf::Prediction again = predictor.Predict(plan, {}, {});
   EXPECT_EQ(again.iteration_s, prediction.iteration_s) << "the prediction kept is the plan's";
   EXPECT_EQ(ShardingAndChunksNote(plan), ", no ZeRO-1");
+}
+
+TEST(ShardingTest, OnePipelineHasNothingToShardAcross) {
+  using S = spec::OptimizerSharding;
+  EXPECT_EQ(ShardingsFor({S::kZero1, S::kNone}, 1), std::vector<S>{S::kNone});
+  EXPECT_EQ(ShardingsFor({S::kZero1, S::kNone}, 2), (std::vector<S>{S::kZero1, S::kNone}));
+  EXPECT_EQ(ShardingsFor({S::kZero1}, 12), std::vector<S>{S::kZero1});
+  EXPECT_EQ(ShardingsFor({}, 12), std::vector<S>{S::kNone});
+}
+
+TEST(ShardingTest, KeepsTheFasterShardingWhicheverTheSearchSplitWith) {
+  // The same plan split without ZeRO-1 first (a list of {kNone, kZero1}): ZeRO-1 is tried and
+  // not taken, since the predictor finds it slower here.
+  const std::unique_ptr<Hethub> h = LoadHethub();
+  const perf::Predictor& predictor = *h->models->predictor;
+  spec::Plan plan = h->plan;
+  plan.optimizer_sharding = spec::OptimizerSharding::kNone;
+  perf::Prediction prediction = predictor.Predict(plan, {}, {});
+  ASSERT_LT(prediction.iteration_s, h->prediction.iteration_s);
+  const double unsharded_s = prediction.iteration_s;
+  EXPECT_FALSE(ShardingAndChunksIfFaster(
+      predictor, {spec::OptimizerSharding::kNone, spec::OptimizerSharding::kZero1}, {}, {}, {},
+      &plan, &prediction));
+  EXPECT_EQ(plan.optimizer_sharding, spec::OptimizerSharding::kNone);
+  EXPECT_EQ(prediction.iteration_s, unsharded_s);
 }
 
 TEST(ShardingTest, NeverSlowerThanAnyShardingAndDegreeScoredAlone) {
@@ -85,7 +113,8 @@ TEST(ShardingTest, NeverSlowerThanAnyShardingAndDegreeScoredAlone) {
   }
   spec::Plan plan = h->plan;
   perf::Prediction prediction = h->prediction;
-  ShardingAndChunksIfFaster(predictor, true, chunks, {}, {}, &plan, &prediction);
+  ShardingAndChunksIfFaster(predictor, PlannerOptions().shardings, chunks, {}, {}, &plan,
+                            &prediction);
   EXPECT_LE(prediction.iteration_s, best * (1 + 1e-12));
   EXPECT_TRUE(prediction.fits_memory);
 }

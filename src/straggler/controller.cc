@@ -65,7 +65,7 @@ std::optional<Evaluated> ResplitWithout(const perf::Predictor& predictor, const 
   es.micro_batch_size = base.pipelines.front().micro_batch_size;
   es.recompute = spec::HeaviestRecompute(base);
   es.schedule = base.schedule;
-  es.zero1 = base.optimizer_sharding == spec::OptimizerSharding::kZero1;
+  es.shardings = {base.optimizer_sharding};
   plan::LayoutEval ev = evaluator.Evaluate(layout, es);
   if (!ev.feasible || !ev.prediction.fits_memory) return std::nullopt;
   return Evaluated{std::move(ev.plan), std::move(ev.prediction)};

@@ -134,7 +134,8 @@ TEST(PlanVsRuntimeTest, PredictedAndSimulatedStepTimesEqualTheVirtualClock) {
 TEST(PlanVsRuntimeTest, PlannersPlanBeatsTheUniformSplitByThePredictedSpeedup) {
   const Evaluator ev(kTwoSpeedYaml);
   plan::PlannerOptions options = TwoSpeedPlannerOptions();
-  options.zero1 = false;  // a plain data-parallel search (ZeRO-1 plans: the test above)
+  // A plain data-parallel search (ZeRO-1 plans: the test above).
+  options.shardings = {spec::OptimizerSharding::kNone};
   auto report = plan::PlanCluster(*ev.predictor, options);
   ASSERT_TRUE(report.ok()) << report.status().message();
   auto uniform = plan::BestUniformPlan(*ev.predictor, options);
