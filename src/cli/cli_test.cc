@@ -645,6 +645,25 @@ TEST_F(CliTest, PlanSkipsTensorParallelDegreesTheModelCannotSplit) {
   EXPECT_TRUE(std::filesystem::exists(Path("plan.json")));
 }
 
+// `--zero1 on|off` forces the optimizer sharding of every plan of several pipelines; emulated-8
+// chooses 8 pipelines either way.
+TEST_F(CliTest, PlanZeroOneFlagForcesTheSharding) {
+  const std::string run = std::string(MOTLEY_SOURCE_DIR) + "/examples/runs/emulated-8.yaml";
+  for (const std::string sharding : {"on", "off"}) {
+    const std::string out = Path("plan-" + sharding + ".json");
+    Outcome o = Run("plan " + run + " --no-baselines --quiet --zero1 " + sharding + " -o " + out);
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    auto text = motley::ReadFile(out);
+    ASSERT_TRUE(text.ok()) << text.status().message();
+    const nlohmann::json plan = nlohmann::json::parse(*text);
+    ASSERT_GT(plan.at("pipelines").size(), 1u) << o.out;
+    EXPECT_EQ(plan.at("optimizer_sharding"), sharding == "on" ? "zero1" : "none") << o.out;
+  }
+  Outcome bad = Run("plan " + run + " --zero1 maybe");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--zero1"), std::string::npos) << bad.err;
+}
+
 TEST_F(CliTest, SchedulePrintsOneLinePerStage) {
   Outcome o = Run("schedule --stages 3 --micro-batches 4");
   ASSERT_EQ(o.exit_code, 0) << o.err;

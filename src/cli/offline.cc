@@ -83,15 +83,11 @@ Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::strin
   return o;
 }
 
-Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int rank_top,
-                                     bool quiet, int threads, bool interleave) {
-  plan::PlannerOptions options;
-  options.threads = threads;
-  if (!interleave) options.interleave_chunks.clear();
+Result<plan::PlanReport> PlanOffline(const Offline& offline, plan::PlannerOptions options,
+                                     bool quiet) {
   options.rates = offline.rates;
   options.link_rates = offline.link_rates;
-  options.baselines = baselines;
-  options.rank_top = std::max(rank_top, options.confirm_top);
+  options.rank_top = std::max(options.rank_top, options.confirm_top);
   if (!quiet) {
     options.progress = [](std::string_view what, double f) {
       fmt::print(stderr, "[{:3.0f}%] {}\n", 100 * f, what);

@@ -45,13 +45,12 @@ Result<Straggler> ParseStraggler(std::string_view text, int num_devices);
 Result<std::unique_ptr<Offline>> LoadOffline(spec::RunFile run, const std::string& profile_path,
                                              const std::vector<std::string>& stragglers);
 
-// The planner as `motley plan` runs it (baselines only when asked: they do not change the
-// choice); progress lines go to stderr unless quiet; `threads` evaluate candidates (0 = every
-// core; plan::PlannerOptions::threads); `interleave` false proposes one model chunk per device
-// group only (plan::PlannerOptions::interleave_chunks empty). The chosen plan passes
-// spec::ValidatePlan, the rule `validate`, `predict`, `simulate` and `train` apply too (an error
-// otherwise).
-Result<plan::PlanReport> PlanOffline(const Offline& offline, bool baselines, int rank_top,
-                                     bool quiet, int threads = 0, bool interleave = true);
+// The planner as `motley plan` runs it, with the command's `options` (baselines only when asked:
+// they do not change the choice; threads, interleaving degrees, shardings) and the offline run's
+// straggler and link rates; rank_top is raised to confirm_top. Progress lines go to stderr unless
+// quiet. The chosen plan passes spec::ValidatePlan, the rule `validate`, `predict`, `simulate`
+// and `train` apply too (an error otherwise).
+Result<plan::PlanReport> PlanOffline(const Offline& offline, plan::PlannerOptions options,
+                                     bool quiet);
 
 }  // namespace motley::cli

@@ -156,6 +156,7 @@ struct PlanArgs {
   int threads = 0;  // --threads: 0 = every core
   bool no_baselines = false;
   bool no_interleave = false;  // --no-interleave
+  std::string zero1 = "auto";  // --zero1: auto | on | off
   bool quiet = false;
   std::string baseline;  // --baseline: write this baseline instead of the chosen plan
 };
@@ -172,8 +173,14 @@ int RunPlan(const PlanArgs& args) {
   const Offline& off = **o;
   const auto wall_start = std::chrono::steady_clock::now();
   const std::clock_t cpu_start = std::clock();
-  auto report = PlanOffline(off, !args.no_baselines || baseline.has_value(), args.top, args.quiet,
-                            args.threads, !args.no_interleave);
+  plan::PlannerOptions options;
+  options.baselines = !args.no_baselines || baseline.has_value();
+  options.rank_top = args.top;
+  options.threads = args.threads;
+  if (args.no_interleave) options.interleave_chunks.clear();
+  if (args.zero1 == "on") options.shardings = {spec::OptimizerSharding::kZero1};
+  if (args.zero1 == "off") options.shardings = {spec::OptimizerSharding::kNone};
+  auto report = PlanOffline(off, std::move(options), args.quiet);
   report::PlanningCost cost;
   cost.cpu_s = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   cost.wall_s =
@@ -307,6 +314,13 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
   plan_cmd->add_flag("--no-interleave", plan_args->no_interleave,
                      "Propose one model chunk per device group only (by default the planner also "
                      "tries interleaved 1F1B with 2, 3 and 4 chunks where that is faster)");
+  plan_cmd
+      ->add_option("--zero1", plan_args->zero1,
+                   "Optimizer sharding of plans with more than one pipeline: auto (default) "
+                   "splits with ZeRO-1 and keeps whichever of ZeRO-1 and none is faster and fits; "
+                   "on always shards (the least memory); off never does")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->type_name("auto|on|off");
   plan_cmd->add_flag("--quiet", plan_args->quiet, "No progress lines on stderr");
   SetExamples(plan_cmd, {"motley plan examples/runs/hetero-4.yaml -o plan.json --report plan.html",
                          "motley plan examples/runs/hetero-4.yaml -o plan.json --summary "
@@ -315,7 +329,8 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
                          "uniform.json",
                          "motley plan examples/runs/emulated-8.yaml -o plan.json --straggler 5=3",
                          "motley plan examples/runs/hethub-140b.yaml -o plan.json --threads 1",
-                         "motley plan examples/runs/hetero-4.yaml -o plan.json --no-interleave"});
+                         "motley plan examples/runs/hetero-4.yaml -o plan.json --no-interleave",
+                         "motley plan examples/runs/hethub-140b.yaml -o plan.json --zero1 on"});
   plan_cmd->callback([plan_args, done] { done(RunPlan(*plan_args)); });
 
   auto predict_args = std::make_shared<CommonArgs>();

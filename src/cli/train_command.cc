@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/core.h>
@@ -103,8 +104,11 @@ class Planned {
   Result<const plan::PlanReport*> Get() {
     if (report_.has_value()) return &*report_;
     MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<Offline> offline, LoadOffline(run_, "", {}));
+    plan::PlannerOptions options;
+    options.baselines = baselines_;
+    options.rank_top = 1;
     MOTLEY_ASSIGN_OR_RETURN(plan::PlanReport report,
-                            PlanOffline(*offline, baselines_, /*rank_top=*/1, /*quiet=*/true));
+                            PlanOffline(*offline, std::move(options), /*quiet=*/true));
     report_ = std::move(report);
     return &*report_;
   }
