@@ -18,14 +18,15 @@
 // The network is shared (perf/network.h) in closed form: pipeline messages by
 // SolveBoundaryTimes; a set of collectives entered together (sched::ConcurrentCollectiveSets) by
 // one max-min solve of its flows; and, because different streams of sets (the layers one group of
-// stages syncs, one after another) overlap in time, each set once more with the streams that
-// overlap its own in a first walk as background flows, weighted by the overlap.
+// stages syncs with one kind of collective, one after another) overlap in time, each set once
+// more with the streams that overlap its own in a first walk as background flows, weighted by the
+// overlap.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <tuple>
-
+#include <utility>
 
 #include "core/check.h"
 #include "perf/comm_model.h"
@@ -493,16 +494,20 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
 
   // Different layers' collectives overlap in time too (stages sharing a node run their data-
   // parallel syncs at once). With sharing, a first walk at the sets' own times gives when each
-  // stream of sets (the layers one group of stages syncs, one after another) runs; every set is
-  // then timed again with the other streams that overlap its stream and cross a resource of
-  // it as background flows, weighted by the fraction of its stream's time they overlap (each of
-  // their flows counted once, spread over their phases).
+  // stream of sets (the layers one group of stages syncs with one kind of collective, one after
+  // another) runs; every set is then timed again with the other streams that overlap its stream
+  // and cross a resource of it as background flows, weighted by the fraction of its stream's time
+  // they overlap (each of their flows counted once, spread over their phases).
   if (network_.shared() && num_sets > 1) {
     std::vector<SetSpan> spans(num_sets);
     const auto saved_free = link_free;
     step(std::vector<Seconds>(n, 0.0), &spans);
     link_free = saved_free;
-    std::map<std::vector<std::vector<int>>, size_t> stream_index;
+    // A stream is keyed by the kind and the member lists of its sets: ZeRO-1's reduce-scatters
+    // and all-gathers have the same members but run on either side of the world's loss-norm
+    // barrier, so each kind is its own stream with its own window (one hull over both would
+    // count the barrier's wait as overlap).
+    std::map<std::pair<int, std::vector<std::vector<int>>>, size_t> stream_index;
     std::vector<size_t> stream_of(num_sets, SIZE_MAX);
     std::vector<SetSpan> windows;
     std::vector<size_t> first_set;  // per stream: its representative
@@ -513,7 +518,8 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
       for (size_t c = sets[si].first; c < sets[si].second; ++c) {
         key.push_back(program.collectives[c].members);
       }
-      auto [it, fresh] = stream_index.emplace(std::move(key), windows.size());
+      auto [it, fresh] = stream_index.emplace(
+          std::make_pair(static_cast<int>(head.kind), std::move(key)), windows.size());
       if (fresh) {
         windows.emplace_back();
         first_set.push_back(si);

@@ -1,9 +1,10 @@
 // Optimizer sharding as a planner dimension (issue 13), chosen with the interleaving degree after
 // a plan's block and micro-batch splits. The search splits with ZeRO-1 on wherever a plan has more
 // than one pipeline: it needs the least memory, so the most layouts fit. Neither sharding is
-// always faster: ZeRO-1 updates 1/d of each layer but all-gathers the parameters after the update,
-// where nothing overlaps it; without it each data-parallel group all-reduces its gradients (which
-// overlaps the backward) and every rank updates its whole layers. So each plan the planner
+// always faster: with ZeRO-1 each rank updates 1/d of each layer, but every stage all-gathers its
+// parameters after the world's loss-norm barrier, all at once, where nothing overlaps it; without
+// it each stage all-reduces its gradients as soon as its last backward ends (overlapping the drain
+// of the stages still running) and every rank updates its whole layers. So each plan the planner
 // finishes (polished plans of small instances, finalists at scale, the uniform baseline) is also
 // predicted without ZeRO-1, at every interleaving degree, and the fastest that fits memory is
 // kept. The exhaustive oracle enumerates both shardings too (plan/exhaustive.h).
