@@ -1,6 +1,7 @@
 // See plan_commands.h.
 #include "cli/plan_commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -175,7 +176,9 @@ int RunPlan(const PlanArgs& args) {
   const std::clock_t cpu_start = std::clock();
   plan::PlannerOptions options;
   options.baselines = !args.no_baselines || baseline.has_value();
-  options.rank_top = args.top;
+  // The table shows the first --top rows; the ranking the finalists come from keeps its default
+  // size unless more rows are asked for, so --top up to that size never changes the choice.
+  options.rank_top = std::max(options.rank_top, args.top);
   options.threads = args.threads;
   if (args.no_interleave) options.interleave_chunks.clear();
   if (args.zero1 == "on") options.shardings = {spec::OptimizerSharding::kZero1};
@@ -300,7 +303,11 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
                    "devices and why, each baseline and reference with its ratio, the ranked "
                    "table, planning time (docs/formats/plan-summary.md)")
       ->type_name("SUMMARY.json");
-  plan_cmd->add_option("--top", plan_args->top, "Rows of the ranked table (default 5)")
+  plan_cmd
+      ->add_option(
+          "--top", plan_args->top,
+          "Rows of the ranked table (default 5); above 10 the ranking the finalists are chosen "
+          "from widens too")
       ->check(IntRange(1, 1000000))
       ->type_name("N");
   plan_cmd

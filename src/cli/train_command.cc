@@ -106,7 +106,6 @@ class Planned {
     MOTLEY_ASSIGN_OR_RETURN(std::unique_ptr<Offline> offline, LoadOffline(run_, "", {}));
     plan::PlannerOptions options;
     options.baselines = baselines_;
-    options.rank_top = 1;
     MOTLEY_ASSIGN_OR_RETURN(plan::PlanReport report,
                             PlanOffline(*offline, std::move(options), /*quiet=*/true));
     report_ = std::move(report);

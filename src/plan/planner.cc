@@ -597,10 +597,34 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
   // predicted faster replaces it, so a reshaped plan the simulation rejects does not take the
   // polish with it.
   // The simulated time of the one kept is kept for the confirmation. Then the ranking is redone
-  // (stable: equal times keep their order). Improved finalists only move up, so the finalists
-  // stay the first `finalists` of the ranking.
-  if (!s.small && finalists > 0 &&
-      (options.finalist_polish_moves > 0 || !options.interleave_chunks.empty())) {
+  // (stable: equal times keep their order). A finalist chosen for its reshaped prediction that
+  // kept its own plan can move below a candidate that was not a finalist; the confirmation
+  // below simulates the first `finalists` of the new ranking, and the choice is the fastest
+  // simulated candidate of the whole ranking.
+  // Which candidates become finalists: at scale the search ranks plans at one chunk with the
+  // sharding it split with, so a candidate that wins only once reshaped (the other optimizer
+  // sharding, or interleaved) can rank below the finalists. The ranking is first ordered, for
+  // the choice of finalists only, by each candidate's prediction after ShardingAndChunksIfFaster
+  // (predictions only, a few per candidate); the candidates themselves are reshaped below, judged
+  // by the simulation.
+  const bool reshapes = options.shardings.size() > 1 || !options.interleave_chunks.empty();
+  if (!s.small && finalists > 0 && reshapes) {
+    std::vector<double> reshaped_s(report.ranked.size());
+    ParallelFor(report.ranked.size(), s.threads, [&](size_t i) {
+      Candidate c = report.ranked[i];
+      ShardingAndChunksIfFaster(predictor, options.shardings, options.interleave_chunks,
+                                options.rates, options.link_rates, &c.plan, &c.prediction);
+      reshaped_s[i] = c.prediction.iteration_s;
+    });
+    std::vector<size_t> order(report.ranked.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return reshaped_s[a] < reshaped_s[b]; });
+    std::vector<Candidate> by_reshaped;
+    for (size_t i : order) by_reshaped.push_back(std::move(report.ranked[i]));
+    report.ranked = std::move(by_reshaped);
+  }
+  if (!s.small && finalists > 0 && (options.finalist_polish_moves > 0 || reshapes)) {
     progress("polishing", 0.88);
     const std::vector<Unit> no_units;  // Polish reads the plan and the predictor only
     const LayoutEvaluator evaluator(predictor, no_units, options.rates, options.link_rates);
@@ -654,13 +678,16 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
     if (report.ranked[i].simulated_s <= 0)
       runs[i].emplace(simulator.Run(report.ranked[i].plan, so));
   });
-  size_t best_index = 0;
   for (size_t i = 0; i < finalists; ++i) {
     if (runs[i].has_value()) {
       if (!runs[i]->ok()) return runs[i]->status();
       report.ranked[i].simulated_s = (*runs[i])->iteration_s;
     }
-    if (report.ranked[i].simulated_s < report.ranked[best_index].simulated_s) best_index = i;
+  }
+  size_t best_index = 0;
+  for (size_t i = 1; i < report.ranked.size(); ++i) {
+    const double t = report.ranked[i].simulated_s;
+    if (t > 0 && t < report.ranked[best_index].simulated_s) best_index = i;
   }
   report.best = report.ranked[best_index];
   report.tokens_per_step = predictor.train().global_batch * predictor.train().seq_len;

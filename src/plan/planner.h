@@ -48,7 +48,10 @@ struct PlannerOptions {
   // parallelism; {kZero1}: ZeRO-1 always.
   std::vector<spec::OptimizerSharding> shardings = {spec::OptimizerSharding::kZero1,
                                                     spec::OptimizerSharding::kNone};
-  int rank_top = 10;     // candidates kept in the ranking
+  // Candidates kept in the ranking (at least confirm_top): the finalists are the confirm_top of
+  // them whose predictions are best once reshaped (plan/sharding.h). `motley plan --top N` widens
+  // it above 10 only.
+  int rank_top = 10;
   int confirm_top = 6;   // of those, confirmed by the simulator (the choice goes by simulation)
   // Above the small-instance size, where the search polishes nothing, each candidate to be
   // confirmed is first polished by at most this many local-search moves (LayoutEvaluator::Polish,
