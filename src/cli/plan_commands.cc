@@ -304,10 +304,10 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
                    "table, planning time (docs/formats/plan-summary.md)")
       ->type_name("SUMMARY.json");
   plan_cmd
-      ->add_option(
-          "--top", plan_args->top,
-          "Rows of the ranked table (default 5); above 10 the ranking the finalists are chosen "
-          "from widens too")
+      ->add_option("--top", plan_args->top,
+                   "Rows of the ranked table (default " + std::to_string(PlanArgs{}.top) +
+                       "); above " + std::to_string(plan::PlannerOptions{}.rank_top) +
+                       " the ranking the finalists are chosen from widens too")
       ->check(IntRange(1, 1000000))
       ->type_name("N");
   plan_cmd
