@@ -590,39 +590,51 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
   const size_t finalists =
       std::min(report.ranked.size(), static_cast<size_t>(std::max(options.confirm_top, 0)));
   // At scale the search polishes and interleaves none of its evaluations
-  // (EvalSettings::polish_max_stages): the finalists get the local search now, moves by distinct
-  // block split, then the optimizer sharding and interleaving degrees (plan/sharding.h), side by
-  // side. Each improved variant (polished; polished and reshaped) is judged on its own by the
-  // simulation, the final judge: the fastest simulated of the candidate and its variants
-  // predicted faster replaces it, so a reshaped plan the simulation rejects does not take the
-  // polish with it.
-  // The simulated time of the one kept is kept for the confirmation. Then the ranking is redone
-  // (stable: equal times keep their order). A finalist chosen for its reshaped prediction that
-  // kept its own plan can move below a candidate that was not a finalist; the confirmation
-  // below simulates the first `finalists` of the new ranking, and the choice is the fastest
-  // simulated candidate of the whole ranking.
-  // Which candidates become finalists: at scale the search ranks plans at one chunk with the
-  // sharding it split with, so a candidate that wins only once reshaped (the other optimizer
-  // sharding, or interleaved) can rank below the finalists. The ranking is first ordered, for
-  // the choice of finalists only, by each candidate's prediction after ShardingAndChunksIfFaster
-  // (predictions only, a few per candidate); the candidates themselves are reshaped below, judged
-  // by the simulation.
+  // (EvalSettings::polish_max_stages) and ranks plans at one chunk with the sharding it split
+  // with, so a candidate that wins only once reshaped (the other optimizer sharding, or
+  // interleaved; plan/sharding.h) can rank below the finalists.
+  // 1. The finalists are chosen by reshaped prediction: every ranked candidate is reshaped by
+  //    ShardingAndChunksIfFaster (predictions only, a few per candidate) and the ranking is
+  //    ordered by those predictions (stable). The candidates keep their own plans for now.
+  // 2. Each finalist gets the local search (moves by distinct block split), then the reshaping
+  //    again, of the polished plan; where the polish changed nothing, step 1's result is reused.
+  //    Each improved variant (polished; polished and reshaped) is judged on its own by the
+  //    simulation, the final judge: the fastest simulated of the candidate and its variants
+  //    predicted faster replaces it, so a reshaped plan the simulation rejects does not take the
+  //    polish with it. The simulated time of the one kept is kept for the confirmation.
+  // 3. The ranking is redone by prediction (stable). A finalist chosen for its reshaped
+  //    prediction that kept its own plan can move below a candidate that was not a finalist; the
+  //    confirmation below simulates the first `finalists` of the new ranking, and the choice is
+  //    the fastest simulated candidate of the whole ranking.
   const bool reshapes = options.shardings.size() > 1 || !options.interleave_chunks.empty();
+  struct Reshaped {
+    Candidate candidate;   // the ranked candidate after ShardingAndChunksIfFaster
+    bool changed = false;  // whether that changed its plan
+  };
+  std::vector<Reshaped> reshaped_of;  // parallel to report.ranked; empty where not reshaped
   if (!s.small && finalists > 0 && reshapes) {
-    std::vector<double> reshaped_s(report.ranked.size());
+    reshaped_of.resize(report.ranked.size());
     ParallelFor(report.ranked.size(), s.threads, [&](size_t i) {
-      Candidate c = report.ranked[i];
-      ShardingAndChunksIfFaster(predictor, options.shardings, options.interleave_chunks,
-                                options.rates, options.link_rates, &c.plan, &c.prediction);
-      reshaped_s[i] = c.prediction.iteration_s;
+      Reshaped& r = reshaped_of[i];
+      r.candidate = report.ranked[i];
+      r.changed = ShardingAndChunksIfFaster(predictor, options.shardings, options.interleave_chunks,
+                                            options.rates, options.link_rates, &r.candidate.plan,
+                                            &r.candidate.prediction);
     });
     std::vector<size_t> order(report.ranked.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return reshaped_s[a] < reshaped_s[b]; });
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return reshaped_of[a].candidate.prediction.iteration_s <
+             reshaped_of[b].candidate.prediction.iteration_s;
+    });
     std::vector<Candidate> by_reshaped;
-    for (size_t i : order) by_reshaped.push_back(std::move(report.ranked[i]));
+    std::vector<Reshaped> reshaped_in_order;
+    for (size_t i : order) {
+      by_reshaped.push_back(std::move(report.ranked[i]));
+      reshaped_in_order.push_back(std::move(reshaped_of[i]));
+    }
     report.ranked = std::move(by_reshaped);
+    reshaped_of = std::move(reshaped_in_order);
   }
   if (!s.small && finalists > 0 && (options.finalist_polish_moves > 0 || reshapes)) {
     progress("polishing", 0.88);
@@ -634,17 +646,24 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
       if (options.finalist_polish_moves > 0) {
         evaluator.Polish(&polished.plan, &polished.prediction, options.finalist_polish_moves,
                          LayoutEvaluator::Moves::kPerSplit);
-        if (polished.prediction.iteration_s < c.prediction.iteration_s) {
-          polished.description += ", polished";
-        }
       }
-      Candidate reshaped = polished;
-      const bool changed = ShardingAndChunksIfFaster(
-          predictor, options.shardings, options.interleave_chunks, options.rates,
-          options.link_rates, &reshaped.plan, &reshaped.prediction);
+      // Polish changes the plan only when it finds a faster one.
+      const bool polish_changed = polished.prediction.iteration_s < c.prediction.iteration_s;
+      if (polish_changed) polished.description += ", polished";
+      Candidate reshaped;
+      bool changed = false;
+      if (!polish_changed && !reshaped_of.empty()) {
+        reshaped = reshaped_of[i].candidate;
+        changed = reshaped_of[i].changed;
+      } else {
+        reshaped = polished;
+        changed = ShardingAndChunksIfFaster(predictor, options.shardings, options.interleave_chunks,
+                                            options.rates, options.link_rates, &reshaped.plan,
+                                            &reshaped.prediction);
+      }
       if (changed) reshaped.description += ShardingAndChunksNote(reshaped.plan);
       std::vector<Candidate*> variants;
-      if (polished.prediction.iteration_s < c.prediction.iteration_s) variants.push_back(&polished);
+      if (polish_changed) variants.push_back(&polished);
       if (changed && reshaped.prediction.iteration_s < c.prediction.iteration_s) {
         variants.push_back(&reshaped);
       }

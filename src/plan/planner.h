@@ -50,7 +50,7 @@ struct PlannerOptions {
                                                     spec::OptimizerSharding::kNone};
   // Candidates kept in the ranking (at least confirm_top): the finalists are the confirm_top of
   // them whose predictions are best once reshaped (plan/sharding.h). `motley plan --top N` widens
-  // it above 10 only.
+  // it above this default only.
   int rank_top = 10;
   int confirm_top = 6;   // of those, confirmed by the simulator (the choice goes by simulation)
   // Above the small-instance size, where the search polishes nothing, each candidate to be
