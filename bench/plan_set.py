@@ -126,7 +126,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--motley", default=os.path.join(ROOT, "build", "motley"))
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "plan_set"))
-    ap.add_argument("--only", nargs="*", help="run only these case names")
+    ap.add_argument("--only", nargs="*", help="run only these case names (hethub-768 is hethub-140b)")
     ap.add_argument("--random", type=int, default=20, help="random clusters (default 20)")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per case")
@@ -139,7 +139,12 @@ def main():
     runs += sorted(os.path.join(set_dir, f) for f in os.listdir(set_dir) if f.endswith(".yaml"))
     runs += [random_case(args.seed, i, args.out) for i in range(args.random)]
     if args.only:
-        runs = [r for r in runs if os.path.splitext(os.path.basename(r))[0] in args.only]
+        names = {os.path.splitext(os.path.basename(r))[0]: r for r in runs}
+        unknown = [n for n in args.only if n not in names]
+        if unknown:
+            ap.error(f"--only: no case named {', '.join(unknown)}; the cases are "
+                     f"{', '.join(names)}")
+        runs = [names[n] for n in names if n in args.only]
     header = (f"{'case':<22} {'dev':>6} {'types':>5} {'cpu s':>8} {'wall s':>8} {'tokens/s':>12} "
               f"{'/homog':>7} {'/bound':>7} {'x unif':>7} {'x homog':>7} {'x ident':>7} {'idle':>5}")
     print(header, flush=True)
