@@ -3,7 +3,10 @@
 prints one table: planning CPU and wall time, the chosen plan's tokens/s, its ratio to every
 reference (homogeneous sum, compute bound) and its speedup over every baseline (uniform,
 homogeneous, identical pipelines), and the devices it leaves idle; for the clusters with more than
-one island, the traffic of the chosen step that crosses islands.
+one island, the traffic of the chosen step that crosses islands; for every cluster below the
+homogeneous sum, what the mixed plan pays that separate per-type jobs do not (costs_below_one: the
+idle devices' share of the sum, the inter-island links' share of the step from a what-if
+prediction with the islands joined by their own links, and how busy the pipelines' stages are).
 
 The set: bench/plan_set/runs/*.yaml (hethub-768 is examples/runs/hethub-140b.yaml), then
 --random N clusters from a seeded generator (default 20, seed 13), written as files under --out.
@@ -118,6 +121,89 @@ def plan(motley, run_path, out_dir, timeout, extra):
     return name, summary, None
 
 
+def predicted(motley, run_path, plan_path):
+    """`motley predict` of a plan: {"step_s", "pipelines_s" (the pipeline phase), "busy_s" (per
+    stage row: micro-batches x (forward + backward))}, or None if it fails."""
+    proc = subprocess.run([motley, "predict", run_path, plan_path], capture_output=True, text=True)
+    out = {"busy_s": []}
+    for line in proc.stdout.splitlines():
+        f = line.split()
+        if line.startswith("iteration "):
+            out["step_s"] = float(f[1])
+            out["pipelines_s"] = float(f[4])
+        elif len(f) >= 8 and f[0].isdigit() and f[1].isdigit():
+            out["busy_s"].append(int(f[4]) * (float(f[6]) + float(f[7])))
+    return out if "step_s" in out else None
+
+
+def island_link_cost(motley, run_path, out_dir, name, step_s):
+    """What the chosen plan pays for the links between islands: its predicted step on a copy of the
+    cluster whose islands are joined by one of their own island links instead (each tried; the
+    fastest kept) and without `inter_island_capacity`. Returns (the fraction of the step the
+    inter-island links cost, the link they were replaced by), or None."""
+    with open(run_path) as f:
+        run_text = f.read()
+    cluster_ref = next(l.split(":", 1)[1].strip() for l in run_text.splitlines()
+                       if l.startswith("cluster:"))
+    cluster_path = os.path.join(os.path.dirname(run_path), cluster_ref)
+    with open(cluster_path) as f:
+        lines = f.read().splitlines()
+    island_links = []
+    for l in lines:
+        if l.lstrip().startswith("- {name:") and "link:" in l and "nodes:" in l:
+            link = l.split("link:")[-1].strip().rstrip("}").strip()
+            if link not in island_links:
+                island_links.append(link)
+    best = None
+    for link in island_links:
+        joined = [f"inter_island_link: {link}" if l.startswith("inter_island_link:") else l
+                  for l in lines if not l.startswith("inter_island_capacity:")]
+        c_path = os.path.join(out_dir, f"{name}.joined-by-{link}.cluster.yaml")
+        r_path = os.path.join(out_dir, f"{name}.joined-by-{link}.yaml")
+        with open(c_path, "w") as f:
+            f.write("\n".join(joined) + "\n")
+        with open(r_path, "w") as f:
+            f.write("\n".join(f"cluster: {os.path.basename(c_path)}" if l.startswith("cluster:")
+                              else l for l in run_text.splitlines()) + "\n")
+        p = predicted(motley, r_path, os.path.join(out_dir, name + ".plan.json"))
+        if p is not None and (best is None or p["step_s"] < best[0]):
+            best = (p["step_s"], link)
+    if best is None:
+        return None
+    return max(0.0, 1 - best[0] / step_s), best[1]
+
+
+def costs_below_one(motley, run_path, out_dir, name, s):
+    """Names what the mixed plan pays that separate per-type jobs do not, where it is below the
+    homogeneous sum: devices it leaves idle (with their terms' share of the sum), the links
+    between islands (a what-if prediction, island_link_cost), and the rest, which is the one
+    job's pipelines, measured by how busy their stages are: bubbles, stages of unequal speed, and
+    pipelines of different speeds waiting for the slowest at the shared step."""
+    parts = []
+    shares = {t["type"]: t for t in s["homogeneous_shares"]}
+    for out in s["left_out"]:
+        term = shares.get(out["type"])
+        lost = (term["tokens_per_s"] * len(out["devices"]) / term["devices"]) if term else 0.0
+        parts.append(f"{len(out['devices'])} {out['type']} idle ({lost:.0f} tokens/s of the sum)")
+    step_s = s["chosen"]["predicted_iteration_s"]
+    rest = s["references"]["homogeneous_sum_ratio"]
+    if s["cross_island"]["islands"] > 1 and step_s:
+        cost = island_link_cost(motley, run_path, out_dir, name, step_s)
+        if cost is not None:
+            parts.append(f"links between islands {cost[0]:.1%} of the step (vs joined by {cost[1]})")
+            rest = rest / (1 - cost[0]) if cost[0] < 1 else rest
+    plan_path = os.path.join(out_dir, name + ".plan.json")
+    with open(plan_path) as f:
+        pipelines = json.load(f)["pipelines"]
+    groups = sum(len(p["stages"]) // p.get("chunks", 1) for p in pipelines)
+    p = predicted(motley, run_path, plan_path)
+    busy = sum(p["busy_s"]) / (groups * p["pipelines_s"]) if p and p["pipelines_s"] > 0 else 0
+    parts.append(f"the rest (ratio {rest:.3f} without the island links) lies in the one job's "
+                 f"pipelines: its stages compute {busy:.0%} of the slowest pipeline's phase (the "
+                 f"rest: bubbles, unequal stages, and faster pipelines waiting for the slowest)")
+    return parts
+
+
 def ratio(x):
     return "-" if x is None else f"{x:.3f}"
 
@@ -174,6 +260,14 @@ def main():
                   for k, v in x["collectives"].items()]
         print(f"{name}: crossing islands per step: {', '.join(parts)}")
         print(f"  chosen: {s['chosen']['description']}")
+    below = [(name, s) for name, s in results
+             if (s["references"]["homogeneous_sum_ratio"] or 1.0) < 1.0]
+    if below:
+        print("\nBelow the homogeneous sum, what the mixed plan pays that separate jobs do not:")
+    for name, s in below:
+        run = next(r for r in runs if os.path.splitext(os.path.basename(r))[0] == name)
+        print(f"{name} ({s['references']['homogeneous_sum_ratio']:.3f}): "
+              + "; ".join(costs_below_one(args.motley, run, args.out, name, s)), flush=True)
     ratios = [s["references"]["homogeneous_sum_ratio"] for _, s in results
               if s["references"]["homogeneous_sum_ratio"] is not None]
     if ratios:
