@@ -175,18 +175,25 @@ def island_link_cost(motley, run_path, out_dir, name, step_s):
 
 def costs_below_one(motley, run_path, out_dir, name, s):
     """Names what the mixed plan pays that separate per-type jobs do not, where it is below the
-    homogeneous sum: devices it leaves idle (with their terms' share of the sum), the links
-    between islands (a what-if prediction, island_link_cost), and the rest, which is the one
+    homogeneous sum: devices it leaves idle (with their terms' share of the sum, pro rata by
+    devices), the links between islands (a what-if prediction, island_link_cost), and the rest
+    (the ratio to the sum less the idle devices' shares, without the links' cost), the one
     job's pipelines, measured by how busy their stages are: bubbles, stages of unequal speed, and
     pipelines of different speeds waiting for the slowest at the shared step."""
     parts = []
     shares = {t["type"]: t for t in s["homogeneous_shares"]}
+    total = s["references"]["homogeneous_sum_tokens_per_s"]
+    lost_all = 0.0
     for out in s["left_out"]:
         term = shares.get(out["type"])
         lost = (term["tokens_per_s"] * len(out["devices"]) / term["devices"]) if term else 0.0
-        parts.append(f"{len(out['devices'])} {out['type']} idle ({lost:.0f} tokens/s of the sum)")
+        lost_all += lost
+        why = out["reason"].split(":")[0]  # "memory" or "slower with them"
+        parts.append(f"{len(out['devices'])} {out['type']} idle, {why} ({lost:.0f} tokens/s of "
+                     f"the sum)")
     step_s = s["chosen"]["predicted_iteration_s"]
-    rest = s["references"]["homogeneous_sum_ratio"]
+    # Against separate jobs of only the devices the plan uses (each idle device's share removed).
+    rest = s["references"]["homogeneous_sum_ratio"] * total / max(total - lost_all, 1e-9)
     if s["cross_island"]["islands"] > 1 and step_s:
         cost = island_link_cost(motley, run_path, out_dir, name, step_s)
         if cost is not None:
@@ -198,7 +205,12 @@ def costs_below_one(motley, run_path, out_dir, name, s):
     groups = sum(len(p["stages"]) // p.get("chunks", 1) for p in pipelines)
     p = predicted(motley, run_path, plan_path)
     busy = sum(p["busy_s"]) / (groups * p["pipelines_s"]) if p and p["pipelines_s"] > 0 else 0
-    parts.append(f"the rest (ratio {rest:.3f} without the island links) lies in the one job's "
+    if rest >= 1.0:
+        parts.append(f"on the devices it uses it is {rest:.3f}x their separate jobs (without the "
+                     f"island links): the idle devices are the whole loss")
+        return parts
+    parts.append(f"the rest (ratio {rest:.3f} to the used devices' jobs, without the island "
+                 f"links) lies in the one job's "
                  f"pipelines: its stages compute {busy:.0%} of the slowest pipeline's phase (the "
                  f"rest: bubbles, unequal stages, and faster pipelines waiting for the slowest)")
     return parts
