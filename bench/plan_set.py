@@ -6,7 +6,8 @@ homogeneous, identical pipelines), and the devices it leaves idle; for the clust
 one island, the traffic of the chosen step that crosses islands; for every cluster below the
 homogeneous sum, what the mixed plan pays that separate per-type jobs do not (costs_below_one: the
 idle devices' share of the sum, the inter-island links' share of the step from a what-if
-prediction with the islands joined by their own links, and how busy the pipelines' stages are).
+prediction with the islands joined by their own links, and how busy the devices are in the
+simulated step).
 
 The set: bench/plan_set/runs/*.yaml (hethub-768 is examples/runs/hethub-140b.yaml), then
 --random N clusters from a seeded generator (default 20, seed 13), written as files under --out.
@@ -36,6 +37,7 @@ import json
 import math
 import os
 import random
+import re
 import resource
 import subprocess
 import sys
@@ -121,19 +123,24 @@ def plan(motley, run_path, out_dir, timeout, extra):
     return name, summary, None
 
 
-def predicted(motley, run_path, plan_path):
-    """`motley predict` of a plan: {"step_s", "pipelines_s" (the pipeline phase), "busy_s" (per
-    stage row: micro-batches x (forward + backward))}, or None if it fails."""
+def predicted_step(motley, run_path, plan_path):
+    """`motley predict`'s step time of a plan, in seconds, or None if it fails."""
     proc = subprocess.run([motley, "predict", run_path, plan_path], capture_output=True, text=True)
-    out = {"busy_s": []}
     for line in proc.stdout.splitlines():
-        f = line.split()
         if line.startswith("iteration "):
-            out["step_s"] = float(f[1])
-            out["pipelines_s"] = float(f[4])
-        elif len(f) >= 8 and f[0].isdigit() and f[1].isdigit():
-            out["busy_s"].append(int(f[4]) * (float(f[6]) + float(f[7])))
-    return out if "step_s" in out else None
+            return float(line.split()[1])
+    return None
+
+
+def simulated_busy(motley, run_path, plan_path):
+    """The fraction of the simulated step the plan's devices are busy, on average, as
+    `motley simulate` reports it (compute and optimizer; the simulator's device_busy_s), or None."""
+    proc = subprocess.run([motley, "simulate", run_path, plan_path], capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        m = re.search(r"devices busy ([0-9.]+)% of the step on average", line)
+        if m:
+            return float(m.group(1)) / 100
+    return None
 
 
 def island_link_cost(motley, run_path, out_dir, name, step_s):
@@ -165,9 +172,9 @@ def island_link_cost(motley, run_path, out_dir, name, step_s):
         with open(r_path, "w") as f:
             f.write("\n".join(f"cluster: {os.path.basename(c_path)}" if l.startswith("cluster:")
                               else l for l in run_text.splitlines()) + "\n")
-        p = predicted(motley, r_path, os.path.join(out_dir, name + ".plan.json"))
-        if p is not None and (best is None or p["step_s"] < best[0]):
-            best = (p["step_s"], link)
+        t = predicted_step(motley, r_path, os.path.join(out_dir, name + ".plan.json"))
+        if t is not None and (best is None or t < best[0]):
+            best = (t, link)
     if best is None:
         return None
     return max(0.0, 1 - best[0] / step_s), best[1]
@@ -178,8 +185,8 @@ def costs_below_one(motley, run_path, out_dir, name, s):
     homogeneous sum: devices it leaves idle (with their terms' share of the sum, pro rata by
     devices), the links between islands (a what-if prediction, island_link_cost), and the rest
     (the ratio to the sum less the idle devices' shares, without the links' cost), the one
-    job's pipelines, measured by how busy their stages are: bubbles, stages of unequal speed, and
-    pipelines of different speeds waiting for the slowest at the shared step."""
+    job's pipelines, measured by how busy its devices are in the simulated step: bubbles, stages
+    of unequal speed, pipelines waiting for the slowest and for the gradient syncs."""
     parts = []
     shares = {t["type"]: t for t in s["homogeneous_shares"]}
     total = s["references"]["homogeneous_sum_tokens_per_s"]
@@ -199,20 +206,16 @@ def costs_below_one(motley, run_path, out_dir, name, s):
         if cost is not None:
             parts.append(f"links between islands {cost[0]:.1%} of the step (vs joined by {cost[1]})")
             rest = rest / (1 - cost[0]) if cost[0] < 1 else rest
-    plan_path = os.path.join(out_dir, name + ".plan.json")
-    with open(plan_path) as f:
-        pipelines = json.load(f)["pipelines"]
-    groups = sum(len(p["stages"]) // p.get("chunks", 1) for p in pipelines)
-    p = predicted(motley, run_path, plan_path)
-    busy = sum(p["busy_s"]) / (groups * p["pipelines_s"]) if p and p["pipelines_s"] > 0 else 0
     if rest >= 1.0:
         parts.append(f"on the devices it uses it is {rest:.3f}x their separate jobs (without the "
                      f"island links): the idle devices are the whole loss")
         return parts
+    busy = simulated_busy(motley, run_path, os.path.join(out_dir, name + ".plan.json"))
     parts.append(f"the rest (ratio {rest:.3f} to the used devices' jobs, without the island "
-                 f"links) lies in the one job's "
-                 f"pipelines: its stages compute {busy:.0%} of the slowest pipeline's phase (the "
-                 f"rest: bubbles, unequal stages, and faster pipelines waiting for the slowest)")
+                 f"links) lies in the one job's pipelines: its devices are busy "
+                 + ("?" if busy is None else f"{busy:.0%}")
+                 + " of the simulated step on average (the rest: bubbles, unequal stages, and "
+                 "waits for the slowest pipeline and for gradient syncs)")
     return parts
 
 
