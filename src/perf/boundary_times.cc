@@ -78,6 +78,8 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
   const size_t np = plan.pipelines.size();
   out.fwd_s.resize(np);
   out.bwd_s.resize(np);
+  out.fwd_floor_s.resize(np);
+  out.bwd_floor_s.resize(np);
   // Every flow, and the boundary direction (group) it belongs to.
   struct Group {
     size_t pipeline = 0;
@@ -93,6 +95,7 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       const spec::PipelinePlan& pipe = plan.pipelines[k];
       const size_t boundaries = pipe.stages.empty() ? 0 : pipe.stages.size() - 1;
       (dir == 0 ? out.fwd_s : out.bwd_s)[k].assign(boundaries, 0.0);
+      (dir == 0 ? out.fwd_floor_s : out.bwd_floor_s)[k].assign(boundaries, 0.0);
       for (size_t i = 0; i < boundaries; ++i) {
         const spec::StagePlan& from = pipe.stages[dir == 0 ? i : i + 1];
         const spec::StagePlan& to = pipe.stages[dir == 0 ? i + 1 : i];
@@ -117,6 +120,18 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
   auto bytes_of = [&](const Group& g) {
     return ActivationMessageBytes(plan.pipelines[g.pipeline].micro_batch_size);
   };
+  // Each flow alone: max-min sharing gives no flow more than its cap or a resource's capacity.
+  for (size_t f = 0; f < paths.size(); ++f) {
+    const Group& g = groups[group_of[f]];
+    BytesPerSecond rate = paths[f].cap;
+    for (int i = 0; i < paths[f].num_resources; ++i) {
+      rate = std::min(
+          rate,
+          network_.capacities()[static_cast<size_t>(paths[f].resources[static_cast<size_t>(i)])]);
+    }
+    Seconds& floor = (g.dir == 0 ? out.fwd_floor_s : out.bwd_floor_s)[g.pipeline][g.boundary];
+    floor = std::max(floor, paths[f].latency_s + bytes_of(g) / rate);
+  }
   // Each direction's flows at once.
   for (int dir = 0; dir < 2; ++dir) {
     std::vector<FlowPath> ps;

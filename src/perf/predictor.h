@@ -116,6 +116,14 @@ class Predictor {
   // Predicts a plan that passes spec::ValidatePlan (not re-checked here).
   Prediction Predict(const spec::Plan& plan, const StragglerRates& rates = {},
                      const LinkRates& links = {}) const;
+  // A proven lower bound on Predict(plan', rates, links).iteration_s for `plan` and every plan'
+  // that differs from it only in stages' recompute (perf/step_bound.cc): the pipeline phase at
+  // the lightest recompute and transfers at their floors, then each rank's local ops and
+  // collectives at their floors. For the planner, to skip plans that cannot win; Predict's
+  // callers may check it. Cheaper than Predict: no network solve but the pipeline transfers'
+  // first one, no walk of the schedule.
+  Seconds StepLowerBound(const spec::Plan& plan, const StragglerRates& rates = {},
+                         const LinkRates& links = {}) const;
   // The link class between devices a and b (cluster().LinkBetween) slowed by `links`.
   spec::LinkClass LinkOf(int a, int b, const LinkRates& links) const;
   // The network path of a transfer from a to b over that slowed link (Network::Path).
@@ -141,6 +149,11 @@ class Predictor {
   struct BoundaryTimes {
     std::vector<std::vector<Seconds>> fwd_s;
     std::vector<std::vector<Seconds>> bwd_s;
+    // The least each transfer can take under any sharing, the same shape: its slowest flow
+    // alone, latency + message bytes / the least of its cap and the capacities it crosses. At
+    // most fwd_s / bwd_s, with or without costs (the bound of perf::PipelinePhaseLowerBound).
+    std::vector<std::vector<Seconds>> fwd_floor_s;
+    std::vector<std::vector<Seconds>> bwd_floor_s;
     // The slower direction of boundary `boundary` of pipeline `pipeline`.
     Seconds Of(size_t pipeline, size_t boundary) const {
       return std::max(fwd_s[pipeline][boundary], bwd_s[pipeline][boundary]);

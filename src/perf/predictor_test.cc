@@ -196,5 +196,71 @@ islands:
   EXPECT_GT(one_card.iteration_s, two_cards.iteration_s);
 }
 
+// The floor of a pipeline transfer (BoundaryTimes::fwd_floor_s / bwd_floor_s, the pruning
+// bound's) is its slowest flow alone. Two pipelines of TP 2 over four nodes of one card each:
+// each boundary's two flows share their node's card, so with contention every transfer is
+// slower than its floor, with and without the stage costs' refinement; without contention every
+// flow runs at its own cap and the times equal the floors.
+TEST(PredictorTest, BoundaryFloorsAreTheFlowsAlone) {
+  auto model = spec::ModelPreset("gpt2-124m");
+  ASSERT_TRUE(model.ok());
+  model->num_blocks = 4;
+  spec::TrainSpec train;
+  train.global_batch = 8;
+  train.seq_len = 128;
+  Result<spec::ClusterSpec> c = spec::ParseClusterSpec(R"(
+device_types:
+  - {name: g, vendor: cuda, peak_flops: 100 TFLOPS, memory: 80 GiB, memory_bandwidth: 2 TB/s}
+link_classes:
+  - {name: fast, latency: 1 us, bandwidth: 100 GB/s, efficiency: 1.0}
+  - {name: net, latency: 10 us, bandwidth: 1 GB/s, efficiency: 1.0}
+nodes:
+  - {name: a, device_type: g, device_count: 2, intra_link: fast, nics: [net]}
+  - {name: b, device_type: g, device_count: 2, intra_link: fast, nics: [net]}
+  - {name: c, device_type: g, device_count: 2, intra_link: fast, nics: [net]}
+  - {name: d, device_type: g, device_count: 2, intra_link: fast, nics: [net]}
+islands:
+  - {name: rack, nodes: [a, b, c, d], link: net}
+)",
+                                                       "four-nodes");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  for (bool contention : {true, false}) {
+    PerfSettings settings = DefaultSettings(*c);
+    settings.nic_contention = contention;
+    const RooflineComputeModel rm(*c, *model, settings);
+    const Predictor predictor(*c, *model, train, rm, settings);
+    spec::UniformPlanOptions opt;
+    opt.dp = 2;
+    opt.pp = 2;
+    opt.tp = 2;
+    auto plan = spec::UniformPlan(*c, *model, train, opt);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    std::vector<std::vector<StageCost>> costs;
+    for (const spec::PipelinePlan& pipe : plan->pipelines) {
+      std::vector<StageCost>& row = costs.emplace_back();
+      for (const spec::StagePlan& st : pipe.stages) {
+        row.push_back(predictor.StageCostOf(st, pipe.micro_batch_size, st.recompute, {}));
+      }
+    }
+    for (const auto* stage_costs : {static_cast<decltype(&costs)>(nullptr), &costs}) {
+      const Predictor::BoundaryTimes t = predictor.SolveBoundaryTimes(*plan, {}, stage_costs);
+      ASSERT_EQ(t.fwd_floor_s.size(), 2u);
+      for (size_t k = 0; k < 2; ++k) {
+        ASSERT_EQ(t.fwd_floor_s[k].size(), 1u);
+        ASSERT_EQ(t.bwd_floor_s[k].size(), 1u);
+        for (auto [time, floor] : {std::make_pair(t.fwd_s[k][0], t.fwd_floor_s[k][0]),
+                                   std::make_pair(t.bwd_s[k][0], t.bwd_floor_s[k][0])}) {
+          EXPECT_GT(floor, 10e-6);  // the latency and the message
+          if (contention) {
+            EXPECT_GT(time, floor * 1.5) << "k " << k;
+          } else {
+            EXPECT_NEAR(time, floor, 1e-12 * floor) << "k " << k;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace motley::perf

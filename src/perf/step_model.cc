@@ -219,19 +219,41 @@ std::vector<Seconds> PipelinePhaseEnds(
                       schedule, chunks, transfers, group_links);
 }
 
-Seconds PipelinePhaseLowerBound(const std::vector<Seconds>& forward_s,
-                                const std::vector<Seconds>& backward_s, int64_t micro_batches) {
-  MOTLEY_CHECK(forward_s.size() == backward_s.size(), "bad pipeline bound input");
-  Seconds before_f = 0;
-  Seconds before_b = 0;
-  Seconds bound = 0;
+std::vector<Seconds> PipelineStageEndLowerBounds(const std::vector<Seconds>& forward_s,
+                                                 const std::vector<Seconds>& backward_s,
+                                                 int64_t micro_batches,
+                                                 const std::vector<Seconds>& fwd_link_floor_s,
+                                                 const std::vector<Seconds>& bwd_link_floor_s,
+                                                 const std::vector<Seconds>& ready_floor_s) {
+  const size_t p = forward_s.size();
+  MOTLEY_CHECK(backward_s.size() == p &&
+                   (fwd_link_floor_s.empty() || fwd_link_floor_s.size() + 1 >= p) &&
+                   (bwd_link_floor_s.empty() || bwd_link_floor_s.size() + 1 >= p) &&
+                   (ready_floor_s.empty() || ready_floor_s.size() == p),
+               "bad pipeline bound input");
+  auto at = [](const std::vector<Seconds>& v, size_t i) { return v.empty() ? 0.0 : v[i]; };
   const auto m = static_cast<double>(micro_batches);
-  for (size_t i = 0; i < forward_s.size(); ++i) {
-    bound = std::max(bound, before_f + m * (forward_s[i] + backward_s[i]) + before_b);
-    before_f += forward_s[i];
-    before_b += backward_s[i];
+  std::vector<Seconds> end(p);
+  Seconds start = 0;
+  for (size_t i = 0; i < p; ++i) {
+    start = i == 0 ? at(ready_floor_s, 0)
+                   : std::max(at(ready_floor_s, i),
+                              start + forward_s[i - 1] + at(fwd_link_floor_s, i - 1));
+    end[i] = start + m * (forward_s[i] + backward_s[i]);  // W_i
   }
-  return bound;
+  for (size_t i = p; i-- > 1;) {
+    end[i - 1] = std::max(end[i - 1], end[i] + backward_s[i - 1] + at(bwd_link_floor_s, i - 1));
+  }
+  return end;
+}
+
+Seconds PipelinePhaseLowerBound(const std::vector<Seconds>& forward_s,
+                                const std::vector<Seconds>& backward_s, int64_t micro_batches,
+                                const std::vector<Seconds>& fwd_link_floor_s,
+                                const std::vector<Seconds>& bwd_link_floor_s) {
+  const std::vector<Seconds> end = PipelineStageEndLowerBounds(forward_s, backward_s, micro_batches,
+                                                               fwd_link_floor_s, bwd_link_floor_s);
+  return end.empty() ? 0.0 : end.front();
 }
 
 }  // namespace motley::perf

@@ -97,14 +97,31 @@ std::vector<Seconds> PipelinePhaseEnds(const std::vector<Seconds>& forward_s,
                                        std::vector<TransferSpan>* transfers = nullptr,
                                        int chunks = 1, std::vector<Seconds>* group_links = nullptr);
 
-// A proven lower bound on max_i PipelinePhaseEnds(...)[i] for ready_s >= 0 and links >= 0, in
-// O(p): a stage's actions run one at a time, stage i cannot start before micro-batch 0's forwards
-// on stages 0..i-1 and stage 0 cannot end before the last micro-batch's backwards on stages
-// i-1..0 after stage i's, so
-//   bound = max_i [ sum_{j<i} forward_s[j] + m (forward_s[i] + backward_s[i]) + sum_{j<i}
-//   backward_s[j] ].
-// Both schedules (1F1B, GPipe). The planner prunes candidates with it (plan/evaluate.h).
+// Proven lower bounds, per stage l, on when stage l's last action (the last micro-batch's
+// backward) ends in PipelinePhaseEnds(...) of one chunk, for ready_s >= `ready_floor_s` (empty:
+// 0) and links at least `fwd_link_floor_s` / `bwd_link_floor_s` (each boundary's least transfer
+// time; empty: 0), in O(p). A stage's actions run one at a time; stage i cannot start before its
+// ready time nor before micro-batch 0's forwards and transfers on the stages before it reach it:
+//   A_0 = ready_0,  A_i = max(ready_i, A_{i-1} + forward_s[i-1] + lf[i-1]);
+// its last backward then ends at or after W_i = A_i + m (forward_s[i] + backward_s[i]), and
+// stage l's last backward comes after that of every later stage, its gradient transfer and the
+// backwards between:
+//   E_{p-1} = W_{p-1},  E_l = max(W_l, E_{l+1} + backward_s[l] + lb[l]).
+// Both schedules (1F1B, GPipe). The predictor's step bound builds on it
+// (Predictor::StepLowerBound).
+std::vector<Seconds> PipelineStageEndLowerBounds(const std::vector<Seconds>& forward_s,
+                                                 const std::vector<Seconds>& backward_s,
+                                                 int64_t micro_batches,
+                                                 const std::vector<Seconds>& fwd_link_floor_s = {},
+                                                 const std::vector<Seconds>& bwd_link_floor_s = {},
+                                                 const std::vector<Seconds>& ready_floor_s = {});
+// A proven lower bound on max_i PipelinePhaseEnds(...)[i] with ready_s >= 0: stage 0's E_0 of
+// PipelineStageEndLowerBounds (stage 0 ends last), which from ready 0 reads
+//   max_i [ sum_{j<i} (forward_s[j] + lf[j]) + m (forward_s[i] + backward_s[i])
+//           + sum_{j<i} (backward_s[j] + lb[j]) ].
 Seconds PipelinePhaseLowerBound(const std::vector<Seconds>& forward_s,
-                                const std::vector<Seconds>& backward_s, int64_t micro_batches);
+                                const std::vector<Seconds>& backward_s, int64_t micro_batches,
+                                const std::vector<Seconds>& fwd_link_floor_s = {},
+                                const std::vector<Seconds>& bwd_link_floor_s = {});
 
 }  // namespace motley::perf

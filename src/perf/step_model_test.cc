@@ -95,7 +95,7 @@ TEST(StepModelTest, PipelineWalkMatchesTheFormula) {
   }
 }
 
-TEST(StepModelTest, PipelineLowerBoundHoldsAndIsTightWithoutLinks) {
+TEST(StepModelTest, PipelineLowerBoundHoldsAndIsTight) {
   // Equal stages, no links: the walk's (m + p - 1)(f + b) is the bound.
   const std::vector<Seconds> f(4, 1.0), b(4, 2.0), ready(4, 0.0), c(3, 0.0);
   for (int64_t m : {1, 4, 40}) {
@@ -121,12 +121,28 @@ TEST(StepModelTest, PipelineLowerBoundHoldsAndIsTightWithoutLinks) {
       lb[i] = uni(0.0, 2.0);
     }
     const int64_t m = 1 + static_cast<int64_t>(rng() % 40);
+    // Floors at or below the links: a random fraction of each.
+    std::vector<Seconds> ff(lf), fb(lb);
+    for (Seconds& x : ff) x *= uni(0.0, 1.0);
+    for (Seconds& x : fb) x *= uni(0.0, 1.0);
     for (auto schedule : {spec::PipelineSchedule::k1F1B, spec::PipelineSchedule::kGPipe}) {
       const auto ends = PipelinePhaseEnds(fw, bw, rd, lf, lb, m, schedule);
-      EXPECT_LE(PipelinePhaseLowerBound(fw, bw, m),
-                *std::max_element(ends.begin(), ends.end()) * (1 + 1e-12))
+      const Seconds end = *std::max_element(ends.begin(), ends.end());
+      EXPECT_LE(PipelinePhaseLowerBound(fw, bw, m), end * (1 + 1e-12))
+          << "trial " << trial << " p " << p << " m " << m;
+      EXPECT_LE(PipelinePhaseLowerBound(fw, bw, m, ff, fb), end * (1 + 1e-12))
+          << "trial " << trial << " p " << p << " m " << m;
+      EXPECT_LE(PipelinePhaseLowerBound(fw, bw, m, lf, lb), end * (1 + 1e-12))
           << "trial " << trial << " p " << p << " m " << m;
     }
+    // One micro-batch from ready 0 is a chain: every forward and activation transfer down the
+    // pipeline, then every backward and gradient transfer back up. The bound with the links as
+    // floors is exact there.
+    const auto chain = PipelinePhaseEnds(fw, bw, std::vector<Seconds>(p, 0.0), lf, lb, 1,
+                                         spec::PipelineSchedule::k1F1B);
+    EXPECT_NEAR(PipelinePhaseLowerBound(fw, bw, 1, lf, lb),
+                *std::max_element(chain.begin(), chain.end()), 1e-9)
+        << "trial " << trial << " p " << p;
   }
 }
 

@@ -290,11 +290,13 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
   MOTLEY_CHECK(!m.empty(), "micro-batch split after the stage-count check");
   for (size_t k = 0; k < plan.pipelines.size(); ++k) plan.pipelines[k].micro_batches = m[k];
   // The step cannot end before its slowest pipeline's phase (the step starts every rank at or
-  // after 0, and p2p only delays); the polish may go below the bound, so it only prunes without.
+  // after 0, and a transfer takes at least its flows' time alone); the polish may go below the
+  // bound, so it only prunes without.
   for (size_t k = 0; k < plan.pipelines.size(); ++k) {
-    out.lower_bound_s = std::max(out.lower_bound_s,
-                                 perf::PipelinePhaseLowerBound(split_of[k]->bound_forward,
-                                                               split_of[k]->bound_backward, m[k]));
+    out.lower_bound_s = std::max(
+        out.lower_bound_s,
+        perf::PipelinePhaseLowerBound(split_of[k]->bound_forward, split_of[k]->bound_backward, m[k],
+                                      boundary.fwd_floor_s[k], boundary.bwd_floor_s[k]));
   }
   const bool polish = stages_total <= es.polish_max_stages;
   // Only a plan known to fit memory is pruned: one Predict finds over memory sends the search to
@@ -305,10 +307,17 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
     out.reason = "memory: " + memory.violation;
     return out;
   }
-  if (!polish && out.lower_bound_s * (1 - 1e-12) >= es.prune_above &&
-      memory.verdict == Verdict::kFits) {
-    out.pruned = true;
-    return out;
+  if (!polish && memory.verdict == Verdict::kFits && std::isfinite(es.prune_above)) {
+    // The pipelines' bound first (no step program); where it does not prune, the whole step's
+    // (the data-parallel syncs and optimizer after the phase, at their floors).
+    if (out.lower_bound_s * (1 - 1e-12) < es.prune_above) {
+      out.lower_bound_s =
+          std::max(out.lower_bound_s, predictor_.StepLowerBound(plan, rates_, links_));
+    }
+    if (out.lower_bound_s * (1 - 1e-12) >= es.prune_above) {
+      out.pruned = true;
+      return out;
+    }
   }
   out.prediction = predictor_.Predict(plan, rates_, links_);
   MOTLEY_CHECK(out.lower_bound_s <= out.prediction.iteration_s * (1 + 1e-9),

@@ -50,7 +50,9 @@ struct LayoutEval {
   bool pruned = false;  // not predicted: lower_bound_s >= EvalSettings::prune_above
   // A lower bound on the predicted step of the split plan, at every recompute choice (0 when the
   // layout is infeasible before the split): the slowest pipeline's perf::PipelinePhaseLowerBound
-  // at recompute 'none'. Checked against every prediction made.
+  // at recompute 'none', with its transfers' floors (Predictor::BoundaryTimes); where that does
+  // not prune a plan that could be pruned, the larger Predictor::StepLowerBound. Checked against
+  // every prediction made.
   double lower_bound_s = 0;
   spec::Plan plan;
   perf::Prediction prediction;
