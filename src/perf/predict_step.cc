@@ -57,8 +57,17 @@ struct TimedCollective {
 
 }  // namespace
 
+sched::StepProgram Predictor::StepProgramFor(const spec::Plan& plan) const {
+  sched::StepProgramOptions options;
+  options.with_actions = false;  // the pipeline phase walks its own schedule
+  Result<sched::StepProgram> built = sched::BuildStepProgram(plan, model_, train_.seq_len, options);
+  MOTLEY_CHECK(built.ok(), built.status().message());
+  return std::move(*built);
+}
+
 Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rates,
-                              const LinkRates& link_rates) const {
+                              const LinkRates& link_rates,
+                              const sched::StepProgram* given_program) const {
   Prediction pred;
   const size_t np = plan.pipelines.size();
   pred.stages.resize(np);
@@ -66,11 +75,9 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
   pred.peak_memory_per_type.assign(cluster_.device_types.size(), 0.0);
 
   // The step program over the plan's devices (world rank r drives the r-th smallest device).
-  sched::StepProgramOptions program_options;
-  program_options.with_actions = false;  // the pipeline phase walks its own schedule
-  Result<sched::StepProgram> built = sched::BuildStepProgram(plan, model_, train_.seq_len, program_options);
-  MOTLEY_CHECK(built.ok(), built.status().message());
-  const sched::StepProgram& program = *built;
+  const sched::StepProgram built =
+      given_program != nullptr ? sched::StepProgram{} : StepProgramFor(plan);
+  const sched::StepProgram& program = given_program != nullptr ? *given_program : built;
   const size_t n = program.ranks.size();
   std::vector<Rank> ranks(n);
   for (size_t r = 0; r < n; ++r) {

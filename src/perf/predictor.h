@@ -113,17 +113,14 @@ class Predictor {
   Predictor(const spec::ClusterSpec& cluster, const spec::ModelSpec& model,
             const spec::TrainSpec& train, const ComputeModel& compute, PerfSettings settings);
 
-  // Predicts a plan that passes spec::ValidatePlan (not re-checked here).
+  // Predicts a plan that passes spec::ValidatePlan (not re-checked here). `program`: the plan's
+  // step program, StepProgramFor(plan), where the caller has it; nullptr: built here.
   Prediction Predict(const spec::Plan& plan, const StragglerRates& rates = {},
-                     const LinkRates& links = {}) const;
-  // A proven lower bound on Predict(plan', rates, links).iteration_s for `plan` and every plan'
-  // that differs from it only in stages' recompute (perf/step_bound.cc): the pipeline phase at
-  // the lightest recompute and transfers at their floors, then each rank's local ops and
-  // collectives at their floors. For the planner, to skip plans that cannot win; Predict's
-  // callers may check it. Cheaper than Predict: no network solve but the pipeline transfers'
-  // first one, no walk of the schedule.
-  Seconds StepLowerBound(const spec::Plan& plan, const StragglerRates& rates = {},
-                         const LinkRates& links = {}) const;
+                     const LinkRates& links = {},
+                     const sched::StepProgram* program = nullptr) const;
+  // The step program Predict and StepLowerBound read: sched::BuildStepProgram over the plan's
+  // devices, without the action lists (the predictor walks its own schedule).
+  sched::StepProgram StepProgramFor(const spec::Plan& plan) const;
   // The link class between devices a and b (cluster().LinkBetween) slowed by `links`.
   spec::LinkClass LinkOf(int a, int b, const LinkRates& links) const;
   // The network path of a transfer from a to b over that slowed link (Network::Path).
@@ -164,6 +161,16 @@ class Predictor {
   BoundaryTimes SolveBoundaryTimes(
       const spec::Plan& plan, const LinkRates& links = {},
       const std::vector<std::vector<StageCost>>* costs = nullptr) const;
+  // A proven lower bound on Predict(plan', rates, links).iteration_s for `plan` and every plan'
+  // that differs from it only in stages' recompute (perf/step_bound.cc): the pipeline phase at
+  // the lightest recompute and transfers at their floors, then each rank's local ops and
+  // collectives at their floors. For the planner, to skip plans that cannot win; Predict's
+  // callers may check it. Cheaper than Predict: no walk of the schedule, and no network solve
+  // but SolveBoundaryTimes(plan, links) for the transfers' floors, which a caller that has it
+  // passes as `boundary`, and StepProgramFor(plan), as `program` (as Predict's).
+  Seconds StepLowerBound(const spec::Plan& plan, const StragglerRates& rates = {},
+                         const LinkRates& links = {}, const BoundaryTimes* boundary = nullptr,
+                         const sched::StepProgram* program = nullptr) const;
   // Whether a collective of this kind takes the best algorithm (TimeAllReduceSet): layer and
   // loss-norm all-reduces unless the runtime's ring engine is modelled (ring_collectives);
   // reduce-scatters, all-gathers and the broadcast are always its rings.

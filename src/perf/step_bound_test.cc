@@ -70,6 +70,12 @@ TEST(StepBoundTest, NeverAbovePredict) {
             }
             const Prediction pred = predictor.Predict(*plan, rates, links);
             const Seconds bound = predictor.StepLowerBound(*plan, rates, links);
+            // The caller's own boundary times and step program give the same bound and step.
+            const Predictor::BoundaryTimes boundary = predictor.SolveBoundaryTimes(*plan, links);
+            const sched::StepProgram program = predictor.StepProgramFor(*plan);
+            EXPECT_EQ(predictor.StepLowerBound(*plan, rates, links, &boundary, &program), bound);
+            EXPECT_EQ(predictor.Predict(*plan, rates, links, &program).iteration_s,
+                      pred.iteration_s);
             EXPECT_GT(bound, 0.0);
             EXPECT_LE(bound, pred.iteration_s * (1 + 1e-9))
                 << "variant " << variant << " dp " << dp << " pp " << pp << " tp " << tp

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <queue>
 
 #include <fmt/format.h>
@@ -307,19 +308,32 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
     out.reason = "memory: " + memory.violation;
     return out;
   }
+  // Built once for the step bound and the prediction, where both need it.
+  std::optional<sched::StepProgram> program;
   if (!polish && memory.verdict == Verdict::kFits && std::isfinite(es.prune_above)) {
     // The pipelines' bound first (no step program); where it does not prune, the whole step's
-    // (the data-parallel syncs and optimizer after the phase, at their floors).
-    if (out.lower_bound_s * (1 - 1e-12) < es.prune_above) {
-      out.lower_bound_s =
-          std::max(out.lower_bound_s, predictor_.StepLowerBound(plan, rates_, links_));
+    // (the data-parallel syncs and optimizer after the phase, at their floors), on worlds that
+    // Predict walks exactly (at most exact_ring_max_ranks ranks: two passes, every ring step by
+    // step), where it costs a fraction of a prediction. Above, Predict's one pass costs about
+    // what the bound's walk does, and the bound prunes too few more to pay for itself
+    // (hethub-768 and the three-type 1,024 cluster planned a few per cent slower with it).
+    int64_t world = 0;
+    for (const spec::PipelinePlan& pipe : plan.pipelines) {
+      for (const spec::StagePlan& st : pipe.stages)
+        world += static_cast<int64_t>(st.devices.size());
+    }
+    if (out.lower_bound_s * (1 - 1e-12) < es.prune_above &&
+        world <= predictor_.settings().exact_ring_max_ranks) {
+      program = predictor_.StepProgramFor(plan);
+      out.lower_bound_s = std::max(
+          out.lower_bound_s, predictor_.StepLowerBound(plan, rates_, links_, &boundary, &*program));
     }
     if (out.lower_bound_s * (1 - 1e-12) >= es.prune_above) {
       out.pruned = true;
       return out;
     }
   }
-  out.prediction = predictor_.Predict(plan, rates_, links_);
+  out.prediction = predictor_.Predict(plan, rates_, links_, program ? &*program : nullptr);
   MOTLEY_CHECK(out.lower_bound_s <= out.prediction.iteration_s * (1 + 1e-9),
                fmt::format("the pruning bound {} s is above the predicted step {} s",
                            out.lower_bound_s, out.prediction.iteration_s));
