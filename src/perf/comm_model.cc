@@ -186,13 +186,33 @@ std::vector<Seconds> ConcurrentCollectiveTimes(
   return times;
 }
 
+Seconds CollectiveTimeAlone(const spec::ClusterSpec& cluster, const CollectiveFlows& collective,
+                            const FlowPathFn& path) {
+  Seconds sum = 0;
+  for (const FlowPhase& phase : collective.phases) {
+    Seconds slowest = 0;
+    for (const PhaseFlow& f : phase.flows) {
+      FlowPath alone;
+      if (path) {
+        alone = path(f.from, f.to);
+      } else {
+        const spec::LinkClass& link = cluster.LinkBetween(f.from, f.to);
+        alone.latency_s = link.latency_s;
+        alone.cap = link.EffectiveBandwidth();
+      }
+      slowest = std::max(slowest, f.latencies * alone.latency_s + f.bytes / alone.cap);
+    }
+    sum += slowest;
+  }
+  return sum;
+}
+
 Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<int>& devices,
-                           Bytes bytes) {
-  const Network unshared(cluster, /*shared=*/false);
+                           Bytes bytes, const FlowPathFn& path) {
   Seconds best = 0;
   bool first = true;
   for (const CollectiveFlows& c : AllReduceCandidates(cluster, devices, bytes)) {
-    const Seconds t = ConcurrentCollectiveTimes(unshared, {&c}).front();
+    const Seconds t = CollectiveTimeAlone(cluster, c, path);
     if (first || t < best) best = t;
     first = false;
   }

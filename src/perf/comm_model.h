@@ -97,9 +97,16 @@ std::vector<Seconds> ConcurrentCollectiveTimes(
     const Network& network, const std::vector<const CollectiveFlows*>& collectives,
     const FlowPathFn& path = nullptr, const BackgroundFlows* background = nullptr);
 
+// A collective with every flow alone on the network: each phase lasts as long as its slowest
+// flow, latencies x latency + bytes / cap (no sharing; a lower bound on any sharing, since
+// max-min sharing only lowers a flow's rate). `path` null: the link class between the devices.
+Seconds CollectiveTimeAlone(const spec::ClusterSpec& cluster, const CollectiveFlows& collective,
+                            const FlowPathFn& path = nullptr);
+
 // All-reduce of `bytes` over concrete devices on unshared links: the fastest of
-// AllReduceCandidates. 0 for fewer than two devices.
+// AllReduceCandidates, each at CollectiveTimeAlone over `path` (null: the link classes; the
+// predictor passes its slowed links). 0 for fewer than two devices.
 Seconds GroupAllReduceTime(const spec::ClusterSpec& cluster, const std::vector<int>& devices,
-                           Bytes bytes);
+                           Bytes bytes, const FlowPathFn& path = nullptr);
 
 }  // namespace motley::perf

@@ -40,14 +40,6 @@ namespace {
 
 using sched::StepOpKind;
 
-struct Rank {
-  int device = 0;
-  int pipeline = 0;
-  int stage = 0;
-  int type = 0;
-  double rate = 1;
-};
-
 // How the predictor times one collective of the step program.
 struct TimedCollective {
   const std::vector<Hop>* hops = nullptr;  // ring hops in member order (empty below 2 members)
@@ -56,6 +48,21 @@ struct TimedCollective {
 };
 
 }  // namespace
+
+std::vector<Predictor::RankTiming> Predictor::RankTimings(const spec::Plan& plan,
+                                                          const sched::StepProgram& program,
+                                                          const StragglerRates& rates) const {
+  std::vector<RankTiming> timing(program.ranks.size());
+  for (size_t r = 0; r < program.ranks.size(); ++r) {
+    const sched::RankStep& rs = program.ranks[r];
+    timing[r].type = cluster_.device(rs.device).type;
+    if (rs.idle()) continue;
+    timing[r].rate = GroupRate(rates, plan.pipelines[static_cast<size_t>(rs.pipeline)]
+                                          .stages[static_cast<size_t>(rs.stage)]
+                                          .devices);
+  }
+  return timing;
+}
 
 sched::StepProgram Predictor::StepProgramFor(const spec::Plan& plan) const {
   sched::StepProgramOptions options;
@@ -79,14 +86,8 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
       given_program != nullptr ? sched::StepProgram{} : StepProgramFor(plan);
   const sched::StepProgram& program = given_program != nullptr ? *given_program : built;
   const size_t n = program.ranks.size();
-  std::vector<Rank> ranks(n);
-  for (size_t r = 0; r < n; ++r) {
-    const sched::RankStep& rs = program.ranks[r];
-    const spec::StagePlan& st = plan.pipelines[static_cast<size_t>(rs.pipeline)]
-                                    .stages[static_cast<size_t>(rs.stage)];
-    ranks[r] = Rank{rs.device, rs.pipeline, rs.stage, cluster_.device(rs.device).type,
-                    GroupRate(rates, st.devices)};
-  }
+  const std::vector<RankTiming> timing = RankTimings(plan, program, rates);
+  const std::vector<sched::RankStep>& ranks = program.ranks;
   // When each directed device link is free of earlier transfers: the runtime's links queue
   // across operations (a ring's last sends can still occupy a slow link when the next starts).
   std::map<std::pair<int, int>, Seconds> link_free;
@@ -133,7 +134,7 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
     const sched::Collective& col = program.collectives[c];
     if (col.layer < 0) continue;
     for (int r : col.members) {
-      const Rank& rk = ranks[static_cast<size_t>(r)];
+      const RankTiming& rk = timing[static_cast<size_t>(r)];
       const int tp = program.ranks[static_cast<size_t>(r)].tp_degree;
       const double params = static_cast<double>(layer_params.Of(col.layer, tp).total());
       timed[c].staging_s.push_back(StagingTime(rk.type, rk.rate, params));
@@ -388,7 +389,7 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
     const std::vector<sched::StepOp>& ops = program.ranks[r].ops;
     op_time[r].resize(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
-      op_time[r][i] = LocalOpTime(ranks[r].type, ranks[r].rate, ops[i]);
+      op_time[r][i] = LocalOpTime(timing[r].type, timing[r].rate, ops[i]);
     }
   }
   auto local_op = [&](size_t r, size_t i) -> Seconds {

@@ -121,6 +121,14 @@ class Predictor {
   // The step program Predict and StepLowerBound read: sched::BuildStepProgram over the plan's
   // devices, without the action lists (the predictor walks its own schedule).
   sched::StepProgram StepProgramFor(const spec::Plan& plan) const;
+  // How each world rank of `program` (a step program of `plan`) is timed: its device's type and
+  // its stage's straggler rate (GroupRate over the stage's devices); rate 1 on an idle rank.
+  struct RankTiming {
+    int type = 0;
+    double rate = 1;
+  };
+  std::vector<RankTiming> RankTimings(const spec::Plan& plan, const sched::StepProgram& program,
+                                      const StragglerRates& rates) const;
   // The link class between devices a and b (cluster().LinkBetween) slowed by `links`.
   spec::LinkClass LinkOf(int a, int b, const LinkRates& links) const;
   // The network path of a transfer from a to b over that slowed link (Network::Path).

@@ -18,7 +18,6 @@
 // contention between collectives (Predict's fair shares and background flows) and the pipeline
 // transfers of the steady state. Those are what separate it from Predict.
 #include <algorithm>
-#include <limits>
 #include <map>
 #include <utility>
 
@@ -61,21 +60,19 @@ Seconds Predictor::StepLowerBound(const spec::Plan& plan, const StragglerRates& 
       given_program != nullptr ? sched::StepProgram{} : StepProgramFor(plan);
   const sched::StepProgram& program = given_program != nullptr ? *given_program : built;
   const size_t n = program.ranks.size();
-  // Per rank: device type, straggler rate (its stage's, as Predict), and its local ops before
-  // the pipeline op.
-  std::vector<int> type(n);
-  std::vector<double> rate(n, 1.0);
+  // Per rank: device type and straggler rate (as Predict's), and its local ops before the
+  // pipeline op.
+  const std::vector<RankTiming> timing = RankTimings(plan, program, rates);
+  auto local_op = [&](size_t r, const sched::StepOp& op) {
+    return LocalOpTime(timing[r].type, timing[r].rate, op);
+  };
   std::vector<size_t> cursor(n, 0);  // each rank's next op
   std::vector<Seconds> before(n, 0.0);
   for (size_t r = 0; r < n; ++r) {
     const sched::RankStep& rs = program.ranks[r];
-    type[r] = cluster_.device(rs.device).type;
     if (rs.idle()) continue;
-    rate[r] = GroupRate(rates, plan.pipelines[static_cast<size_t>(rs.pipeline)]
-                                   .stages[static_cast<size_t>(rs.stage)]
-                                   .devices);
     for (; rs.ops[cursor[r]].kind != sched::StepOpKind::kPipeline; ++cursor[r]) {
-      before[r] += LocalOpTime(type[r], rate[r], rs.ops[cursor[r]]);
+      before[r] += local_op(r, rs.ops[cursor[r]]);
     }
     ++cursor[r];
   }
@@ -129,7 +126,7 @@ Seconds Predictor::StepLowerBound(const spec::Plan& plan, const StragglerRates& 
   auto advance = [&](size_t r, int collective) {
     const std::vector<sched::StepOp>& ops = program.ranks[r].ops;
     for (; cursor[r] < ops.size() && ops[cursor[r]].collective != collective; ++cursor[r]) {
-      at[r] += LocalOpTime(type[r], rate[r], ops[cursor[r]]);
+      at[r] += local_op(r, ops[cursor[r]]);
     }
     MOTLEY_CHECK(cursor[r] < ops.size(), "step bound: a member without its collective");
     ++cursor[r];
@@ -156,20 +153,8 @@ Seconds Predictor::StepLowerBound(const spec::Plan& plan, const StragglerRates& 
       const Bytes bytes = static_cast<double>(col.elements) * element_bytes;
       auto [it, fresh] = best_floor.emplace(std::make_pair(devices, bytes), 0.0);
       if (fresh) {
-        Seconds best = std::numeric_limits<Seconds>::infinity();
-        for (const CollectiveFlows& algorithm : AllReduceCandidates(cluster_, devices, bytes)) {
-          Seconds sum = 0;
-          for (const FlowPhase& phase : algorithm.phases) {
-            Seconds slowest = 0;
-            for (const PhaseFlow& f : phase.flows) {
-              const FlowPath path = PathOf(f.from, f.to, link_rates);
-              slowest = std::max(slowest, f.latencies * path.latency_s + f.bytes / path.cap);
-            }
-            sum += slowest;
-          }
-          best = std::min(best, sum);
-        }
-        it->second = best < std::numeric_limits<Seconds>::infinity() ? best : 0.0;
+        it->second = GroupAllReduceTime(cluster_, devices, bytes,
+                                        [&](int a, int b) { return PathOf(a, b, link_rates); });
       }
       for (int member : col.members) at[static_cast<size_t>(member)] = last + it->second;
       continue;
@@ -199,7 +184,7 @@ Seconds Predictor::StepLowerBound(const spec::Plan& plan, const StragglerRates& 
     const std::vector<sched::StepOp>& ops = program.ranks[r].ops;
     if (program.ranks[r].idle()) continue;
     for (; cursor[r] < ops.size() && !sched::IsCollective(ops[cursor[r]].kind); ++cursor[r]) {
-      at[r] += LocalOpTime(type[r], rate[r], ops[cursor[r]]);
+      at[r] += local_op(r, ops[cursor[r]]);
     }
     bound = std::max(bound, at[r]);
   }

@@ -13,6 +13,7 @@
 #include "perf/step_model.h"
 #include "plan/interleave.h"
 #include "plan/sharding.h"
+#include "spec/plan_topology.h"
 
 namespace motley::plan {
 namespace {
@@ -317,13 +318,9 @@ LayoutEval LayoutEvaluator::Evaluate(const Layout& layout, const EvalSettings& e
     // step), where it costs a fraction of a prediction. Above, Predict's one pass costs about
     // what the bound's walk does, and the bound prunes too few more to pay for itself
     // (hethub-768 and the three-type 1,024 cluster planned a few per cent slower with it).
-    int64_t world = 0;
-    for (const spec::PipelinePlan& pipe : plan.pipelines) {
-      for (const spec::StagePlan& st : pipe.stages)
-        world += static_cast<int64_t>(st.devices.size());
-    }
     if (out.lower_bound_s * (1 - 1e-12) < es.prune_above &&
-        world <= predictor_.settings().exact_ring_max_ranks) {
+        spec::PlanDevices(plan).size() <=
+            static_cast<size_t>(predictor_.settings().exact_ring_max_ranks)) {
       program = predictor_.StepProgramFor(plan);
       out.lower_bound_s = std::max(
           out.lower_bound_s, predictor_.StepLowerBound(plan, rates_, links_, &boundary, &*program));
