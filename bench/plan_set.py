@@ -6,8 +6,9 @@ homogeneous, identical pipelines), and the devices it leaves idle; for the clust
 one island, the traffic of the chosen step that crosses islands; for every cluster below the
 homogeneous sum, what the mixed plan pays that separate per-type jobs do not (costs_below_one: the
 idle devices' share of the sum, the inter-island links' share of the step from a what-if
-prediction with the islands joined by their own links, and how busy the devices are in the
-simulated step).
+prediction with the islands joined by their own links, the predicted step split into compute,
+waits in the pipeline phase, exposed gradient sync and optimizer (step_parts), and how
+busy the devices are in the simulated step).
 
 The set: bench/plan_set/runs/*.yaml (hethub-768 is examples/runs/hethub-140b.yaml), then
 --random N clusters from a seeded generator (default 20, seed 13), written as files under --out.
@@ -143,41 +144,93 @@ def simulated_busy(motley, run_path, plan_path):
     return None
 
 
+def step_parts(motley, run_path, plan_path):
+    """The chosen plan's predicted step (`motley predict`) split into what an average device of
+    the plan spends it on, as fractions of the step that add up to 1:
+      compute: the mean over used devices of its stages' micro-batches x (forward + backward);
+      less load than the busiest: the busiest device's compute less the mean (a device with less
+        waits for it: its stage is lighter, or its pipeline is slower, with longer fill and
+        drain, and was given fewer micro-batches so that the pipelines end together);
+      bubbles on the busiest: the pipeline phase less the busiest device's compute (its fill and
+        drain, and the boundary transfers on the critical path);
+      exposed gradient sync: the data-parallel syncs after the pipeline phase;
+      optimizer: the longest optimizer step.
+    Returns the dict of fractions, or None when `motley predict` fails."""
+    proc = subprocess.run([motley, "predict", run_path, plan_path], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    rows, total = [], None
+    for line in proc.stdout.splitlines():
+        m = re.match(r"\s*(\d+)\s+(\d+)\s+\S+\s+\d+\s+(\d+)\s+\[\S+\)\s+([0-9.]+)\s+([0-9.]+)",
+                     line)
+        if m:
+            rows.append((int(m.group(1)), int(m.group(3)) * (float(m.group(4)) + float(m.group(5)))))
+        m = re.match(r"iteration ([0-9.e+-]+) s \(pipelines ([0-9.e+-]+) s, exposed DP ([0-9.e+-]+) s, "
+                     r"optimizer ([0-9.e+-]+) s\)", line)
+        if m:
+            total = [float(x) for x in m.groups()]
+    if total is None or not rows:
+        return None
+    with open(plan_path) as f:
+        plan = json.load(f)
+    stages = [st for pipe in plan["pipelines"] for st in pipe["stages"]]
+    if len(stages) != len(rows):
+        return None
+    compute = {}  # device id -> seconds of forward and backward in the step
+    for st, (_, c) in zip(stages, rows):
+        for d in st["devices"]:
+            compute[d] = compute.get(d, 0.0) + c
+    step, phase, sync, optimizer = total
+    busiest = max(compute.values())
+    mean = sum(compute.values()) / len(compute)
+    return {"compute": mean / step, "less load than the busiest": (busiest - mean) / step,
+            "bubbles on the busiest": (phase - busiest) / step,
+            "exposed gradient sync": sync / step, "optimizer": optimizer / step}
+
+
 def island_link_cost(motley, run_path, out_dir, name, step_s):
     """What the chosen plan pays for the links between islands: its predicted step on a copy of the
     cluster whose islands are joined by one of their own island links instead (each tried; the
     fastest kept) and without `inter_island_capacity`. Returns (the fraction of the step the
-    inter-island links cost, the link they were replaced by), or None."""
+    inter-island links cost, the link they were replaced by), or None. Reads and writes the run
+    and cluster files with PyYAML (docs/formats/cluster.md, run-file.md), so any YAML layout works."""
+    yaml = import_yaml()
     with open(run_path) as f:
-        run_text = f.read()
-    cluster_ref = next(l.split(":", 1)[1].strip() for l in run_text.splitlines()
-                       if l.startswith("cluster:"))
-    cluster_path = os.path.join(os.path.dirname(run_path), cluster_ref)
+        run = yaml.safe_load(f)
+    cluster_path = os.path.join(os.path.dirname(run_path), run["cluster"])
     with open(cluster_path) as f:
-        lines = f.read().splitlines()
+        cluster = yaml.safe_load(f)
     island_links = []
-    for l in lines:
-        if l.lstrip().startswith("- {name:") and "link:" in l and "nodes:" in l:
-            link = l.split("link:")[-1].strip().rstrip("}").strip()
-            if link not in island_links:
-                island_links.append(link)
+    for island in cluster.get("islands") or []:
+        if island.get("link") and island["link"] not in island_links:
+            island_links.append(island["link"])
     best = None
     for link in island_links:
-        joined = [f"inter_island_link: {link}" if l.startswith("inter_island_link:") else l
-                  for l in lines if not l.startswith("inter_island_capacity:")]
+        joined = dict(cluster)
+        joined["inter_island_link"] = link
+        joined.pop("inter_island_capacity", None)
         c_path = os.path.join(out_dir, f"{name}.joined-by-{link}.cluster.yaml")
         r_path = os.path.join(out_dir, f"{name}.joined-by-{link}.yaml")
         with open(c_path, "w") as f:
-            f.write("\n".join(joined) + "\n")
+            yaml.safe_dump(joined, f, sort_keys=False)
         with open(r_path, "w") as f:
-            f.write("\n".join(f"cluster: {os.path.basename(c_path)}" if l.startswith("cluster:")
-                              else l for l in run_text.splitlines()) + "\n")
+            yaml.safe_dump(dict(run, cluster=os.path.basename(c_path)), f, sort_keys=False)
         t = predicted_step(motley, r_path, os.path.join(out_dir, name + ".plan.json"))
         if t is not None and (best is None or t < best[0]):
             best = (t, link)
     if best is None:
         return None
     return max(0.0, 1 - best[0] / step_s), best[1]
+
+
+def import_yaml():
+    """PyYAML, a test-time tool (Debian: python3-yaml; PyPI: pyyaml), with a clear error."""
+    try:
+        import yaml
+    except ImportError:
+        sys.exit("plan_set.py: the island-link what-if needs PyYAML: "
+                 "apt-get install python3-yaml (or pip install pyyaml)")
+    return yaml
 
 
 def costs_below_one(motley, run_path, out_dir, name, s):
@@ -210,12 +263,15 @@ def costs_below_one(motley, run_path, out_dir, name, s):
         parts.append(f"on the devices it uses it is {rest:.3f}x their separate jobs (without the "
                      f"island links): the idle devices are the whole loss")
         return parts
-    busy = simulated_busy(motley, run_path, os.path.join(out_dir, name + ".plan.json"))
+    plan_path = os.path.join(out_dir, name + ".plan.json")
+    busy = simulated_busy(motley, run_path, plan_path)
+    split = step_parts(motley, run_path, plan_path)
+    where = ("" if split is None else
+             ": of its predicted step, " + ", ".join(f"{k} {v:.0%}" for k, v in split.items()))
     parts.append(f"the rest (ratio {rest:.3f} to the used devices' jobs, without the island "
-                 f"links) lies in the one job's pipelines: its devices are busy "
+                 f"links) lies in the one job's pipelines{where}; its devices are busy "
                  + ("?" if busy is None else f"{busy:.0%}")
-                 + " of the simulated step on average (the rest: bubbles, unequal stages, and "
-                 "waits for the slowest pipeline and for gradient syncs)")
+                 + " of the simulated step on average")
     return parts
 
 
