@@ -110,6 +110,17 @@ TEST(CommModelTest, ConcurrentAllReducesShareANodesNic) {
   const Network pooled(two, true);
   EXPECT_NEAR(ConcurrentCollectiveTimes(pooled, {&a, &b})[0], 2e-5 + 0.1, 1e-12);
   EXPECT_NEAR(GroupAllReduceTime(one, {0, 2}, s), 2e-5 + 0.1, 1e-12);
+  // Each flow alone over given paths (the predictor passes its slowed links): twice the latency
+  // and half the bandwidth, twice the time.
+  EXPECT_NEAR(CollectiveTimeAlone(one, a), 2e-5 + 0.1, 1e-12);
+  const FlowPathFn slowed = [&](int from, int to) {
+    FlowPath p = unshared.Path(from, to);
+    p.latency_s *= 2;
+    p.cap /= 2;
+    return p;
+  };
+  EXPECT_NEAR(CollectiveTimeAlone(one, a, slowed), 2 * (2e-5 + 0.1), 1e-12);
+  EXPECT_NEAR(GroupAllReduceTime(one, {0, 2}, s, slowed), 2 * (2e-5 + 0.1), 1e-12);
 }
 
 // A collective's own concurrent flows share the card too. Over all four devices the hierarchy
