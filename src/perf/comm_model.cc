@@ -192,14 +192,8 @@ Seconds CollectiveTimeAlone(const spec::ClusterSpec& cluster, const CollectiveFl
   for (const FlowPhase& phase : collective.phases) {
     Seconds slowest = 0;
     for (const PhaseFlow& f : phase.flows) {
-      FlowPath alone;
-      if (path) {
-        alone = path(f.from, f.to);
-      } else {
-        const spec::LinkClass& link = cluster.LinkBetween(f.from, f.to);
-        alone.latency_s = link.latency_s;
-        alone.cap = link.EffectiveBandwidth();
-      }
+      const FlowPath alone =
+          path ? path(f.from, f.to) : FlowPath::Alone(cluster.LinkBetween(f.from, f.to));
       slowest = std::max(slowest, f.latencies * alone.latency_s + f.bytes / alone.cap);
     }
     sum += slowest;

@@ -70,9 +70,7 @@ int Network::AddResource(std::string name, BytesPerSecond capacity) {
 }
 
 FlowPath Network::Path(int from_device, int to_device, const spec::LinkClass& link) const {
-  FlowPath path;
-  path.latency_s = link.latency_s;
-  path.cap = link.EffectiveBandwidth();
+  FlowPath path = FlowPath::Alone(link);
   const spec::DeviceInfo& a = cluster_.device(from_device);
   const spec::DeviceInfo& b = cluster_.device(to_device);
   if (!shared_ || a.node == b.node) return path;

@@ -41,6 +41,13 @@ struct FlowPath {
   std::array<int, 4> resources{};  // shared resources crossed (indices into capacities())
   int num_resources = 0;
   void Add(int resource) { resources[static_cast<size_t>(num_resources++)] = resource; }
+  // A flow over `link` that crosses no shared resource (at the link's latency and bandwidth).
+  static FlowPath Alone(const spec::LinkClass& link) {
+    FlowPath path;
+    path.latency_s = link.latency_s;
+    path.cap = link.EffectiveBandwidth();
+    return path;
+  }
 };
 
 class Network {

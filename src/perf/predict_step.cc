@@ -87,26 +87,29 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
   const sched::StepProgram& program = given_program != nullptr ? *given_program : built;
   const size_t n = program.ranks.size();
   const std::vector<RankTiming> timing = RankTimings(plan, program, rates);
-  const std::vector<sched::RankStep>& ranks = program.ranks;
   // When each directed device link is free of earlier transfers: the runtime's links queue
   // across operations (a ring's last sends can still occupy a slow link when the next starts).
   std::map<std::pair<int, int>, Seconds> link_free;
   // Worlds above exact_ring_max_ranks: every collective takes the bound (no per-rank skew), links
   // are not tracked across operations, and one pass is the steady step.
   const bool exact = static_cast<int>(n) <= settings_.exact_ring_max_ranks;
+  // The devices of a ring's hop q: member q's to member q + 1's (wrapping).
+  auto ring_hop = [&](const std::vector<int>& members, size_t q) {
+    return std::pair<int, int>{
+        program.ranks[static_cast<size_t>(members[q])].device,
+        program.ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device};
+  };
   auto load_free = [&](const std::vector<int>& members) {
     std::vector<Seconds> free(members.size(), -1e300);
     for (size_t q = 0; q < members.size() && members.size() > 1; ++q) {
-      auto it = link_free.find({ranks[static_cast<size_t>(members[q])].device,
-                                ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device});
+      auto it = link_free.find(ring_hop(members, q));
       if (it != link_free.end()) free[q] = it->second;
     }
     return free;
   };
   auto store_free = [&](const std::vector<int>& members, const std::vector<Seconds>& free) {
     for (size_t q = 0; q < members.size() && members.size() > 1; ++q) {
-      link_free[{ranks[static_cast<size_t>(members[q])].device,
-                 ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device}] = free[q];
+      link_free[ring_hop(members, q)] = free[q];
     }
   };
   // A collective over `members` entered at `entries`: per-member exits.
@@ -179,9 +182,8 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
     std::vector<FlowPath>& paths = shape_paths.emplace_back();
     for (const std::vector<int>& members : it->first) {
       for (size_t q = 0; q < members.size() && members.size() > 1; ++q) {
-        paths.push_back(PathOf(ranks[static_cast<size_t>(members[q])].device,
-                               ranks[static_cast<size_t>(members[(q + 1) % members.size()])].device,
-                               link_rates));
+        const auto [from, to] = ring_hop(members, q);
+        paths.push_back(PathOf(from, to, link_rates));
       }
     }
   }
@@ -424,7 +426,8 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
     const std::vector<std::vector<Seconds>> ends = own_phase(ready);
     std::vector<Seconds> t(n);
     for (size_t r = 0; r < n; ++r) {
-      t[r] = ends[static_cast<size_t>(ranks[r].pipeline)][static_cast<size_t>(ranks[r].stage)];
+      const sched::RankStep& rs = program.ranks[r];
+      t[r] = ends[static_cast<size_t>(rs.pipeline)][static_cast<size_t>(rs.stage)];
     }
     const std::vector<Seconds> pipeline_end = t;
     // Per rank: seconds in layer collectives (entry to exit, waiting and staging included).
@@ -485,11 +488,11 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
       pred.stages[k].assign(plan.pipelines[k].stages.size(), StagePrediction{});
     }
     for (size_t r = 0; r < n; ++r) {
-      const spec::PipelinePlan& pipe = plan.pipelines[static_cast<size_t>(ranks[r].pipeline)];
+      const sched::RankStep& rs = program.ranks[r];
+      const spec::PipelinePlan& pipe = plan.pipelines[static_cast<size_t>(rs.pipeline)];
       for (int c = 0; c < pipe.chunks; ++c) {
-        StagePrediction& sp =
-            pred.stages[static_cast<size_t>(ranks[r].pipeline)]
-                       [static_cast<size_t>(pipe.virtual_stage(ranks[r].stage, c))];
+        StagePrediction& sp = pred.stages[static_cast<size_t>(rs.pipeline)]
+                                         [static_cast<size_t>(pipe.virtual_stage(rs.stage, c))];
         sp.last_backward_end_s = pipeline_end[r];
         sp.dp_start_s = pipeline_end[r];
         sp.dp_sync_s = std::max(sp.dp_sync_s, dp_s[r]);
