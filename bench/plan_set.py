@@ -124,13 +124,23 @@ def plan(motley, run_path, out_dir, timeout, extra):
     return name, summary, None
 
 
+def prediction(motley, run_path, plan_path):
+    """`motley predict --summary`'s JSON of a plan (docs/formats/prediction.md), written beside
+    the plan as PLAN.RUN.prediction.json, or None if the prediction fails."""
+    run_name = os.path.splitext(os.path.basename(run_path))[0]
+    out = os.path.splitext(plan_path)[0] + "." + run_name + ".prediction.json"
+    proc = subprocess.run([motley, "predict", run_path, plan_path, "--summary", out],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    with open(out) as f:
+        return json.load(f)
+
+
 def predicted_step(motley, run_path, plan_path):
     """`motley predict`'s step time of a plan, in seconds, or None if it fails."""
-    proc = subprocess.run([motley, "predict", run_path, plan_path], capture_output=True, text=True)
-    for line in proc.stdout.splitlines():
-        if line.startswith("iteration "):
-            return float(line.split()[1])
-    return None
+    p = prediction(motley, run_path, plan_path)
+    return p["iteration_s"] if p else None
 
 
 def simulated_busy(motley, run_path, plan_path):
@@ -156,31 +166,18 @@ def step_parts(motley, run_path, plan_path):
       exposed gradient sync: the data-parallel syncs after the pipeline phase;
       optimizer: the longest optimizer step.
     Returns the dict of fractions, or None when `motley predict` fails."""
-    proc = subprocess.run([motley, "predict", run_path, plan_path], capture_output=True, text=True)
-    if proc.returncode != 0:
-        return None
-    rows, total = [], None
-    for line in proc.stdout.splitlines():
-        m = re.match(r"\s*(\d+)\s+(\d+)\s+\S+\s+\d+\s+(\d+)\s+\[\S+\)\s+([0-9.]+)\s+([0-9.]+)",
-                     line)
-        if m:
-            rows.append((int(m.group(1)), int(m.group(3)) * (float(m.group(4)) + float(m.group(5)))))
-        m = re.match(r"iteration ([0-9.e+-]+) s \(pipelines ([0-9.e+-]+) s, exposed DP ([0-9.e+-]+) s, "
-                     r"optimizer ([0-9.e+-]+) s\)", line)
-        if m:
-            total = [float(x) for x in m.groups()]
-    if total is None or not rows:
-        return None
-    with open(plan_path) as f:
-        plan = json.load(f)
-    stages = [st for pipe in plan["pipelines"] for st in pipe["stages"]]
-    if len(stages) != len(rows):
+    p = prediction(motley, run_path, plan_path)
+    if p is None:
         return None
     compute = {}  # device id -> seconds of forward and backward in the step
-    for st, (_, c) in zip(stages, rows):
+    for st in p["stages"]:
+        c = st["micro_batches"] * (st["forward_s"] + st["backward_s"])
         for d in st["devices"]:
             compute[d] = compute.get(d, 0.0) + c
-    step, phase, sync, optimizer = total
+    if not compute:
+        return None
+    step, phase, sync, optimizer = (p["iteration_s"], p["pipeline_s"], p["exposed_dp_s"],
+                                    p["optimizer_s"])
     busiest = max(compute.values())
     mean = sum(compute.values()) / len(compute)
     return {"compute": mean / step, "less load than the busiest": (busiest - mean) / step,

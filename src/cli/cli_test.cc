@@ -703,6 +703,46 @@ TEST_F(CliTest, ScheduleInterleavedPrintsChunksPerDevice) {
   EXPECT_NE(stray.err.find("--chunks goes with --kind interleaved"), std::string::npos);
 }
 
+// `motley predict --summary` writes what it prints as JSON (docs/formats/prediction.md): the
+// printed step, and one entry per stage of the plan with its devices and micro-batches; a path it
+// cannot write is an error naming the path.
+TEST_F(CliTest, PredictSummaryJsonIsThePrintedPrediction) {
+  const std::string examples = std::string(MOTLEY_SOURCE_DIR) + "/examples/";
+  const std::string run = examples + "runs/hetero-4.yaml";
+  const std::string plan_path = examples + "plans/hetero-4-balanced.json";
+  Outcome o = Run("predict " + run + " " + plan_path + " --summary " + Path("pred.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+  EXPECT_NE(o.out.find("summary written to " + Path("pred.json")), std::string::npos) << o.out;
+  const nlohmann::json p = nlohmann::json::parse(motley::ReadFile(Path("pred.json")).value());
+  EXPECT_EQ(p["format"], "motley-prediction");
+  EXPECT_EQ(p["version"], 1);
+  const double step = p["iteration_s"];
+  EXPECT_NE(
+      o.out.find(fmt::format("iteration {:.6g} s (pipelines {:.6g} s, exposed DP {:.6g} s", step,
+                             p["pipeline_s"].get<double>(), p["exposed_dp_s"].get<double>())),
+      std::string::npos)
+      << o.out;
+  EXPECT_GT(step, 0);
+  EXPECT_LE(p["pipeline_s"].get<double>(), step);
+  const nlohmann::json plan = nlohmann::json::parse(motley::ReadFile(plan_path).value());
+  std::vector<nlohmann::json> want;  // [devices, micro_batches] per stage, in plan order
+  for (const auto& pipe : plan["pipelines"]) {
+    for (const auto& st : pipe["stages"]) want.push_back({st["devices"], pipe["micro_batches"]});
+  }
+  std::vector<nlohmann::json> got;
+  for (const auto& st : p["stages"]) {
+    got.push_back({st["devices"], st["micro_batches"]});
+    EXPECT_GT(st["forward_s"].get<double>(), 0);
+    EXPECT_GT(st["backward_s"].get<double>(), st["forward_s"].get<double>());
+    EXPECT_GT(st["memory_bytes"].get<double>(), 0);
+  }
+  EXPECT_EQ(got, want);
+  Outcome bad =
+      Run("predict " + run + " " + plan_path + " --summary " + Path("no/such/dir/p.json"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find(Path("no/such/dir")), std::string::npos) << bad.err;
+}
+
 // motley profile measures the tiny model on this CPU and writes a profile that motley predict
 // reads; its help lists the options.
 TEST_F(CliTest, ProfileWritesAFileThePredictorReads) {

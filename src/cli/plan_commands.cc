@@ -22,6 +22,7 @@
 #include "plan/planner.h"
 #include "report/plan_report.h"
 #include "report/plan_summary_json.h"
+#include "report/prediction_json.h"
 #include "sim/simulator.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
@@ -35,6 +36,7 @@ struct CommonArgs {
   std::string profile_path;
   std::vector<std::string> stragglers;  // "ID=SLOWDOWN"
   std::string report_path;              // simulate: --report
+  std::string summary_path;             // predict: --summary
 };
 
 Result<std::unique_ptr<Offline>> Load(const CommonArgs& args) {
@@ -89,7 +91,14 @@ int RunPredict(const CommonArgs& args) {
   if (!o.ok()) return Fail("predict", o.status());
   auto plan = LoadValidPlan(**o, args.plan_path);
   if (!plan.ok()) return Fail("predict", plan.status());
-  PrintPrediction(**o, *plan, (*o)->predictor->Predict(*plan, (*o)->rates, (*o)->link_rates));
+  const perf::Prediction pred = (*o)->predictor->Predict(*plan, (*o)->rates, (*o)->link_rates);
+  PrintPrediction(**o, *plan, pred);
+  if (!args.summary_path.empty()) {
+    const Status s =
+        WriteFileAtomic(args.summary_path, report::PredictionJson((*o)->run.cluster, *plan, pred));
+    if (!s.ok()) return Fail("predict", s);
+    fmt::print("summary written to {}\n", args.summary_path);
+  }
   return 0;
 }
 
@@ -346,8 +355,15 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
       "Predict a plan's iteration time, tokens/s, MFU and memory per device with the closed-form "
       "model (per stage: forward, backward, DP sync, optimizer step, memory).");
   AddCommon(predict_cmd, predict_args.get(), true);
+  predict_cmd
+      ->add_option("--summary", predict_args->summary_path,
+                   "Also write the prediction as JSON: the step and its parts, tokens/s, MFU, "
+                   "memory, and each stage's times and devices (docs/formats/prediction.md)")
+      ->type_name("SUMMARY.json");
   SetExamples(predict_cmd, {"motley predict examples/runs/hetero-4.yaml "
                             "examples/plans/hetero-4-balanced.json",
+                            "motley predict examples/runs/hetero-4.yaml "
+                            "examples/plans/hetero-4-balanced.json --summary prediction.json",
                             "motley predict examples/runs/small.yaml plan.json --profile "
                             "profile.json"});
   predict_cmd->callback([predict_args, done] { done(RunPredict(*predict_args)); });
