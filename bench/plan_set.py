@@ -38,7 +38,6 @@ import json
 import math
 import os
 import random
-import re
 import resource
 import subprocess
 import sys
@@ -144,14 +143,16 @@ def predicted_step(motley, run_path, plan_path):
 
 
 def simulated_busy(motley, run_path, plan_path):
-    """The fraction of the simulated step the plan's devices are busy, on average, as
-    `motley simulate` reports it (compute and optimizer; the simulator's device_busy_s), or None."""
-    proc = subprocess.run([motley, "simulate", run_path, plan_path], capture_output=True, text=True)
-    for line in proc.stdout.splitlines():
-        m = re.search(r"devices busy ([0-9.]+)% of the step on average", line)
-        if m:
-            return float(m.group(1)) / 100
-    return None
+    """The fraction of the simulated step the plan's devices are busy, on average (compute and
+    optimizer), from `motley simulate --summary` (docs/formats/simulation.md) written beside the
+    plan as PLAN.simulation.json, or None if the simulation fails."""
+    out = os.path.splitext(plan_path)[0] + ".simulation.json"
+    proc = subprocess.run([motley, "simulate", run_path, plan_path, "--summary", out],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    with open(out) as f:
+        return json.load(f)["mean_busy_fraction"]
 
 
 def step_parts(motley, run_path, plan_path):

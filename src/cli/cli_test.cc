@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -58,6 +59,21 @@ class CliTest : public ::testing::Test {
     o.out = motley::ReadFile(Path("stdout")).value();
     o.err = motley::ReadFile(Path("stderr")).value();
     return o;
+  }
+
+  // Runs `motley VERB` (predict or simulate) on the hetero-4 example and its balanced plan with
+  // `extra` options and `--summary FILE`; expects success and the line naming FILE, and returns the
+  // printed outcome and the parsed summary.
+  std::pair<Outcome, nlohmann::json> RunExampleWithSummary(const std::string& verb,
+                                                           const std::string& extra) const {
+    const std::string examples = std::string(MOTLEY_SOURCE_DIR) + "/examples/";
+    const std::string summary = Path(verb + ".json");
+    Outcome o = Run(verb + " " + examples + "runs/hetero-4.yaml " + examples +
+                    "plans/hetero-4-balanced.json " + extra + " --summary " + summary);
+    EXPECT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_NE(o.out.find("summary written to " + summary), std::string::npos) << o.out;
+    auto text = motley::ReadFile(summary);
+    return {o, text.ok() ? nlohmann::json::parse(*text) : nlohmann::json()};
   }
 
   std::filesystem::path dir_;
@@ -707,13 +723,8 @@ TEST_F(CliTest, ScheduleInterleavedPrintsChunksPerDevice) {
 // printed step, and one entry per stage of the plan with its devices and micro-batches; a path it
 // cannot write is an error naming the path.
 TEST_F(CliTest, PredictSummaryJsonIsThePrintedPrediction) {
-  const std::string examples = std::string(MOTLEY_SOURCE_DIR) + "/examples/";
-  const std::string run = examples + "runs/hetero-4.yaml";
-  const std::string plan_path = examples + "plans/hetero-4-balanced.json";
-  Outcome o = Run("predict " + run + " " + plan_path + " --summary " + Path("pred.json"));
-  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
-  EXPECT_NE(o.out.find("summary written to " + Path("pred.json")), std::string::npos) << o.out;
-  const nlohmann::json p = nlohmann::json::parse(motley::ReadFile(Path("pred.json")).value());
+  const auto [o, p] = RunExampleWithSummary("predict", "");
+  ASSERT_EQ(o.exit_code, 0);
   EXPECT_EQ(p["format"], "motley-prediction");
   EXPECT_EQ(p["version"], 1);
   const double step = p["iteration_s"];
@@ -724,6 +735,9 @@ TEST_F(CliTest, PredictSummaryJsonIsThePrintedPrediction) {
       << o.out;
   EXPECT_GT(step, 0);
   EXPECT_LE(p["pipeline_s"].get<double>(), step);
+  const std::string examples = std::string(MOTLEY_SOURCE_DIR) + "/examples/";
+  const std::string run = examples + "runs/hetero-4.yaml";
+  const std::string plan_path = examples + "plans/hetero-4-balanced.json";
   const nlohmann::json plan = nlohmann::json::parse(motley::ReadFile(plan_path).value());
   std::vector<nlohmann::json> want;  // [devices, micro_batches] per stage, in plan order
   for (const auto& pipe : plan["pipelines"]) {
@@ -741,6 +755,38 @@ TEST_F(CliTest, PredictSummaryJsonIsThePrintedPrediction) {
       Run("predict " + run + " " + plan_path + " --summary " + Path("no/such/dir/p.json"));
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find(Path("no/such/dir")), std::string::npos) << bad.err;
+}
+
+// `motley simulate --summary` writes what it prints as JSON (docs/formats/simulation.md): the
+// printed simulated step and busy share, one entry per device the plan uses, and busy + idle =
+// the step on each.
+TEST_F(CliTest, SimulateSummaryJsonIsThePrintedSimulation) {
+  const auto [o, s] = RunExampleWithSummary("simulate", "--straggler 1=2");
+  ASSERT_EQ(o.exit_code, 0);
+  EXPECT_EQ(s["format"], "motley-simulation");
+  EXPECT_EQ(s["version"], 1);
+  const double step = s["iteration_s"];
+  EXPECT_NE(
+      o.out.find(fmt::format("simulated iteration {:.4f} s ({} events), closed form {:.4f} s", step,
+                             s["events"].get<int64_t>(), s["predicted_iteration_s"].get<double>())),
+      std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find(fmt::format("{:.1f} tokens/s; 4 devices busy {:.1f}% of the step",
+                                   s["tokens_per_s"].get<double>(),
+                                   100 * s["mean_busy_fraction"].get<double>())),
+            std::string::npos)
+      << o.out;
+  EXPECT_EQ(s["devices_used"], 4);
+  std::vector<int> ids;
+  double busy = 0;
+  for (const auto& d : s["devices"]) {
+    ids.push_back(d["device"]);
+    busy += d["busy_s"].get<double>();
+    EXPECT_NEAR(d["busy_s"].get<double>() + d["idle_s"].get<double>(), step, 1e-9 * step);
+  }
+  EXPECT_EQ(ids, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_NEAR(s["mean_busy_fraction"].get<double>(), busy / 4 / step, 1e-12);
+  EXPECT_EQ(s["pipeline_backward_end_s"].size(), 2u);
 }
 
 // motley profile measures the tiny model on this CPU and writes a profile that motley predict

@@ -23,6 +23,7 @@
 #include "report/plan_report.h"
 #include "report/plan_summary_json.h"
 #include "report/prediction_json.h"
+#include "report/simulation_json.h"
 #include "sim/simulator.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
@@ -36,7 +37,7 @@ struct CommonArgs {
   std::string profile_path;
   std::vector<std::string> stragglers;  // "ID=SLOWDOWN"
   std::string report_path;              // simulate: --report
-  std::string summary_path;             // predict: --summary
+  std::string summary_path;             // predict, simulate: --summary
 };
 
 Result<std::unique_ptr<Offline>> Load(const CommonArgs& args) {
@@ -116,26 +117,24 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
   auto r = simulator.Run(*plan, so);
   if (!r.ok()) return Fail("simulate", r.status());
   const perf::Prediction pred = (*o)->predictor->Predict(*plan, (*o)->rates, (*o)->link_rates);
-  double busy = 0;
-  int used = 0;
-  for (size_t d = 0; d < r->device_busy_s.size(); ++d) {
-    if (r->device_busy_s[d] > 0) {
-      busy += r->device_busy_s[d];
-      ++used;
-    }
-  }
+  const report::DeviceBusy busy = report::MeanDeviceBusy(*r);
+  const int64_t tokens = (*o)->run.train.global_batch * (*o)->run.train.seq_len;
   fmt::print("simulated iteration {:.4f} s ({} events), closed form {:.4f} s ({:+.2f}%)\n",
              r->iteration_s, r->events, pred.iteration_s,
              100 * (pred.iteration_s / r->iteration_s - 1));
-  fmt::print(
-      "{:.1f} tokens/s; {} devices busy {:.1f}% of the step on average; {}\n",
-      static_cast<double>((*o)->run.train.global_batch * (*o)->run.train.seq_len) / r->iteration_s,
-      used, used > 0 ? 100 * busy / used / r->iteration_s : 0.0,
-      plan::DescribeLeftOut(*plan, (*o)->run.cluster));
+  fmt::print("{:.1f} tokens/s; {} devices busy {:.1f}% of the step on average; {}\n",
+             static_cast<double>(tokens) / r->iteration_s, busy.used, 100 * busy.mean_fraction,
+             plan::DescribeLeftOut(*plan, (*o)->run.cluster));
   for (size_t d = 0; d < r->device_busy_s.size() && d < 64; ++d) {
     if (r->device_busy_s[d] > 0) {
       fmt::print("  device {:>4}: busy {:.4f} s, idle {:.4f} s\n", d, r->device_busy_s[d], r->device_idle_s[d]);
     }
+  }
+  if (!args.summary_path.empty()) {
+    const Status s =
+        WriteFileAtomic(args.summary_path, report::SimulationJson(*r, pred.iteration_s, tokens));
+    if (!s.ok()) return Fail("simulate", s);
+    fmt::print("summary written to {}\n", args.summary_path);
   }
   if (!trace_path.empty()) {
     const Status s = WriteFileAtomic(trace_path, sim::ChromeTraceJson(*plan, *r));
@@ -375,7 +374,7 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
       "Replay a plan's whole training step event by event (every transfer a flow sharing the "
       "network, stragglers, slow links): prints the "
       "iteration time beside the closed form and busy/idle time per device; optionally writes a "
-      "Chrome trace.");
+      "Chrome trace, an HTML report and a JSON summary.");
   AddCommon(sim_cmd, sim_args.get(), true);
   sim_cmd->add_option("--trace", *trace, "Write a Chrome trace (Perfetto) of the step")
       ->type_name("TRACE.json");
@@ -384,8 +383,15 @@ void Register(CLI::App& app, const std::function<void(int)>& done) {
                    "Also write one self-contained HTML page (device map, utilisation, stage "
                    "layout, timeline)")
       ->type_name("report.html");
+  sim_cmd
+      ->add_option("--summary", sim_args->summary_path,
+                   "Also write the outcome as JSON: the simulated and predicted step, tokens/s, "
+                   "and each used device's busy and idle time (docs/formats/simulation.md)")
+      ->type_name("SUMMARY.json");
   SetExamples(sim_cmd, {"motley simulate examples/runs/hetero-4.yaml "
                         "examples/plans/hetero-4-balanced.json --report sim.html",
+                        "motley simulate examples/runs/hetero-4.yaml "
+                        "examples/plans/hetero-4-balanced.json --summary simulation.json",
                         "motley simulate examples/runs/emulated-8.yaml plan.json --straggler 5=3 "
                         "--trace trace.json"});
   sim_cmd->callback([sim_args, trace, done] { done(RunSimulate(*sim_args, *trace)); });
