@@ -123,17 +123,23 @@ def plan(motley, run_path, out_dir, timeout, extra):
     return name, summary, None
 
 
-def prediction(motley, run_path, plan_path):
-    """`motley predict --summary`'s JSON of a plan (docs/formats/prediction.md), written beside
-    the plan as PLAN.RUN.prediction.json, or None if the prediction fails."""
-    run_name = os.path.splitext(os.path.basename(run_path))[0]
-    out = os.path.splitext(plan_path)[0] + "." + run_name + ".prediction.json"
-    proc = subprocess.run([motley, "predict", run_path, plan_path, "--summary", out],
+def summary_of(motley, verb, run_path, plan_path, out):
+    """The JSON that `motley VERB RUN PLAN --summary OUT` writes (VERB: predict or simulate), or
+    None if the command fails."""
+    proc = subprocess.run([motley, verb, run_path, plan_path, "--summary", out],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         return None
     with open(out) as f:
         return json.load(f)
+
+
+def prediction(motley, run_path, plan_path):
+    """`motley predict --summary`'s JSON of a plan (docs/formats/prediction.md), written beside
+    the plan as PLAN.RUN.prediction.json, or None if the prediction fails."""
+    run_name = os.path.splitext(os.path.basename(run_path))[0]
+    out = os.path.splitext(plan_path)[0] + "." + run_name + ".prediction.json"
+    return summary_of(motley, "predict", run_path, plan_path, out)
 
 
 def predicted_step(motley, run_path, plan_path):
@@ -147,12 +153,8 @@ def simulated_busy(motley, run_path, plan_path):
     optimizer), from `motley simulate --summary` (docs/formats/simulation.md) written beside the
     plan as PLAN.simulation.json, or None if the simulation fails."""
     out = os.path.splitext(plan_path)[0] + ".simulation.json"
-    proc = subprocess.run([motley, "simulate", run_path, plan_path, "--summary", out],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        return None
-    with open(out) as f:
-        return json.load(f)["mean_busy_fraction"]
+    s = summary_of(motley, "simulate", run_path, plan_path, out)
+    return s["mean_busy_fraction"] if s else None
 
 
 def step_parts(motley, run_path, plan_path):

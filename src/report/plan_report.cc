@@ -11,6 +11,7 @@
 #include "core/format_units.h"
 #include "plan/plan_names.h"
 #include "report/html.h"
+#include "report/simulation_json.h"
 #include "report/svg_chart.h"
 
 namespace motley::report {
@@ -297,11 +298,8 @@ std::string Summary(const perf::Predictor& predictor, const PlanView& v) {
   rows.push_back({"step time (predicted)", FormatSeconds(p.iteration_s)});
   if (v.simulation != nullptr) {
     rows.push_back({"step time (simulated)", FormatSeconds(v.simulation->iteration_s)});
-    rows.push_back(
-        {"tokens/s (simulated)",
-         fmt::format("{:.1f}", v.simulation->iteration_s > 0
-                                   ? static_cast<double>(tokens) / v.simulation->iteration_s
-                                   : 0.0)});
+    rows.push_back({"tokens/s (simulated)",
+                    fmt::format("{:.1f}", SimulatedTokensPerS(*v.simulation, tokens))});
   }
   rows.push_back({"tokens/s (predicted)", fmt::format("{:.1f}", p.tokens_per_s)});
   rows.push_back({"MFU (predicted)", fmt::format("{:.1f}%", 100 * p.mfu)});

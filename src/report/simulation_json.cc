@@ -20,6 +20,10 @@ DeviceBusy MeanDeviceBusy(const sim::SimResult& result) {
   return out;
 }
 
+double SimulatedTokensPerS(const sim::SimResult& result, int64_t tokens_per_step) {
+  return result.iteration_s > 0 ? static_cast<double>(tokens_per_step) / result.iteration_s : 0.0;
+}
+
 std::string SimulationJson(const sim::SimResult& result, double predicted_s,
                            int64_t tokens_per_step) {
   nlohmann::ordered_json j;
@@ -27,8 +31,7 @@ std::string SimulationJson(const sim::SimResult& result, double predicted_s,
   j["version"] = 1;
   j["iteration_s"] = result.iteration_s;
   j["predicted_iteration_s"] = predicted_s;
-  j["tokens_per_s"] =
-      result.iteration_s > 0 ? static_cast<double>(tokens_per_step) / result.iteration_s : 0.0;
+  j["tokens_per_s"] = SimulatedTokensPerS(result, tokens_per_step);
   j["events"] = result.events;
   j["transfers"] = result.transfers;
   const DeviceBusy busy = MeanDeviceBusy(result);

@@ -19,6 +19,10 @@ struct DeviceBusy {
 };
 DeviceBusy MeanDeviceBusy(const sim::SimResult& result);
 
+// The simulated step's tokens/s: `tokens_per_step` (global batch x sequence length) over
+// result.iteration_s; 0 for an empty step.
+double SimulatedTokensPerS(const sim::SimResult& result, int64_t tokens_per_step);
+
 // `result` is Simulator::Run of a plan; `predicted_s` the predictor's step of the same plan under
 // the same rates; `tokens_per_step` global batch x sequence length.
 std::string SimulationJson(const sim::SimResult& result, double predicted_s,
