@@ -1,7 +1,9 @@
 // What `motley simulate` prints, as one JSON object (`motley simulate --summary FILE`), for
 // scripts that read a plan's simulated step (bench/plan_set.py): the simulated and predicted
 // step, tokens/s, and how busy each device the plan uses is. The fields are documented in
-// docs/formats/simulation.md. Pure functions; thread-safe.
+// docs/formats/simulation.md. The mean busy fraction and the simulated tokens/s are computed
+// here once, for the printed lines, the JSON and the HTML report alike. Pure functions;
+// thread-safe.
 #pragma once
 
 #include <cstdint>
