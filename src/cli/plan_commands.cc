@@ -18,6 +18,7 @@
 #include "cli/validators.h"
 #include "core/file_util.h"
 #include "core/format_units.h"
+#include "core/throughput.h"
 #include "plan/plan_names.h"
 #include "plan/planner.h"
 #include "report/plan_report.h"
@@ -123,7 +124,7 @@ int RunSimulate(const CommonArgs& args, const std::string& trace_path) {
              r->iteration_s, r->events, pred.iteration_s,
              100 * (pred.iteration_s / r->iteration_s - 1));
   fmt::print("{:.1f} tokens/s; {} devices busy {:.1f}% of the step on average; {}\n",
-             report::SimulatedTokensPerS(*r, tokens), busy.used, 100 * busy.mean_fraction,
+             TokensPerSecond(tokens, r->iteration_s), busy.used, 100 * busy.mean_fraction,
              plan::DescribeLeftOut(*plan, (*o)->run.cluster));
   for (size_t d = 0; d < r->device_busy_s.size() && d < 64; ++d) {
     if (r->device_busy_s[d] > 0) {

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "core/throughput.h"
 #include "perf/comm_model.h"
 #include "sched/plan_schedules.h"
 #include "sched/schedule.h"
@@ -522,8 +523,7 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
   pred->model_flops = ModelFlopsPerIteration(model_, train_.global_batch, train_.seq_len);
   const double peak_sum = PeakFlopsSum(spec::PlanDevices(plan));
   if (pred->iteration_s > 0) {
-    pred->tokens_per_s =
-        static_cast<double>(train_.global_batch * train_.seq_len) / pred->iteration_s;
+    pred->tokens_per_s = TokensPerSecond(train_.global_batch * train_.seq_len, pred->iteration_s);
     if (peak_sum > 0) pred->mfu = Mfu(pred->model_flops, pred->iteration_s, peak_sum);
   }
 }

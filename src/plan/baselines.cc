@@ -10,6 +10,7 @@
 
 #include "core/parallel_for.h"
 #include "core/thread_count.h"
+#include "core/throughput.h"
 #include "perf/flops.h"
 #include "plan/interleave.h"
 #include "plan/planner.h"
@@ -145,8 +146,9 @@ Result<Candidate> FindBaseline(const PlanReport& report, BaselineKind kind) {
 }
 
 double Candidate::TokensPerSecond(int64_t tokens_per_step) const {
-  const double t = simulated_s > 0 ? simulated_s : prediction.iteration_s;
-  return t > 0 ? static_cast<double>(tokens_per_step) / t : 0.0;
+  // Qualified: inside this member, the plain name is the member itself.
+  return motley::TokensPerSecond(tokens_per_step,
+                                 simulated_s > 0 ? simulated_s : prediction.iteration_s);
 }
 
 std::string SummarizeReport(const PlanReport& report) {

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/throughput.h"
+
 namespace motley::report {
 namespace {
 
@@ -72,9 +74,7 @@ Result<RunMetrics> ParseMetrics(std::string_view text, const std::string& name,
     r.val_loss = Number(j, "val_loss");
     r.tokens = static_cast<int64_t>(Number(j, "tokens").value_or(0));
     r.step_time_s = Number(j, "step_time_s").value_or(0.0);
-    r.tokens_per_s =
-        Number(j, "tokens_per_s")
-            .value_or(r.step_time_s > 0 ? static_cast<double>(r.tokens) / r.step_time_s : 0.0);
+    r.tokens_per_s = Number(j, "tokens_per_s").value_or(TokensPerSecond(r.tokens, r.step_time_s));
     r.wall_step_time_s = Number(j, "wall_step_time_s").value_or(r.step_time_s);
     r.predicted_step_time_s = Number(j, "predicted_step_time_s");
     r.elapsed_s = Number(j, "elapsed_s");

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/format_units.h"
+#include "core/throughput.h"
 #include "plan/plan_names.h"
 #include "report/html.h"
 #include "report/simulation_json.h"
@@ -299,7 +300,7 @@ std::string Summary(const perf::Predictor& predictor, const PlanView& v) {
   if (v.simulation != nullptr) {
     rows.push_back({"step time (simulated)", FormatSeconds(v.simulation->iteration_s)});
     rows.push_back({"tokens/s (simulated)",
-                    fmt::format("{:.1f}", SimulatedTokensPerS(*v.simulation, tokens))});
+                    fmt::format("{:.1f}", TokensPerSecond(tokens, v.simulation->iteration_s))});
   }
   rows.push_back({"tokens/s (predicted)", fmt::format("{:.1f}", p.tokens_per_s)});
   rows.push_back({"MFU (predicted)", fmt::format("{:.1f}%", 100 * p.mfu)});

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/format_units.h"
+#include "core/throughput.h"
 #include "report/html.h"
 #include "report/svg_chart.h"
 
@@ -40,7 +41,7 @@ double Wall(const MetricsRow& r) {
   return r.wall_s;
 }
 double WallRate(const MetricsRow& r) {
-  return r.wall_step_time_s > 0 ? static_cast<double>(r.tokens) / r.wall_step_time_s : kNaN;
+  return r.wall_step_time_s > 0 ? TokensPerSecond(r.tokens, r.wall_step_time_s) : kNaN;
 }
 
 std::string ClockName(const RunMetrics& run) {

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/throughput.h"
+
 namespace motley::report {
 
 DeviceBusy MeanDeviceBusy(const sim::SimResult& result) {
@@ -20,10 +22,6 @@ DeviceBusy MeanDeviceBusy(const sim::SimResult& result) {
   return out;
 }
 
-double SimulatedTokensPerS(const sim::SimResult& result, int64_t tokens_per_step) {
-  return result.iteration_s > 0 ? static_cast<double>(tokens_per_step) / result.iteration_s : 0.0;
-}
-
 std::string SimulationJson(const sim::SimResult& result, double predicted_s,
                            int64_t tokens_per_step) {
   nlohmann::ordered_json j;
@@ -31,7 +29,7 @@ std::string SimulationJson(const sim::SimResult& result, double predicted_s,
   j["version"] = 1;
   j["iteration_s"] = result.iteration_s;
   j["predicted_iteration_s"] = predicted_s;
-  j["tokens_per_s"] = SimulatedTokensPerS(result, tokens_per_step);
+  j["tokens_per_s"] = TokensPerSecond(tokens_per_step, result.iteration_s);
   j["events"] = result.events;
   j["transfers"] = result.transfers;
   const DeviceBusy busy = MeanDeviceBusy(result);

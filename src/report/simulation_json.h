@@ -1,9 +1,9 @@
 // What `motley simulate` prints, as one JSON object (`motley simulate --summary FILE`), for
 // scripts that read a plan's simulated step (bench/plan_set.py): the simulated and predicted
 // step, tokens/s, and how busy each device the plan uses is. The fields are documented in
-// docs/formats/simulation.md. The mean busy fraction and the simulated tokens/s are computed
-// here once, for the printed lines, the JSON and the HTML report alike. Pure functions;
-// thread-safe.
+// docs/formats/simulation.md. The mean busy fraction is computed here once, for the printed
+// lines, the JSON and the HTML report alike (tokens/s is core/throughput.h's TokensPerSecond of the
+// simulated step). Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +20,6 @@ struct DeviceBusy {
   double mean_fraction = 0;
 };
 DeviceBusy MeanDeviceBusy(const sim::SimResult& result);
-
-// The simulated step's tokens/s: `tokens_per_step` (global batch x sequence length) over
-// result.iteration_s; 0 for an empty step.
-double SimulatedTokensPerS(const sim::SimResult& result, int64_t tokens_per_step);
 
 // `result` is Simulator::Run of a plan; `predicted_s` the predictor's step of the same plan under
 // the same rates; `tokens_per_step` global batch x sequence length.

@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "core/throughput.h"
 #include "sim/simulator.h"
 #include "straggler/report.h"
 
@@ -176,7 +177,7 @@ Result<LoopResult> RunSimulatedLoop(const perf::Predictor& predictor, const spec
   out.slow_links = monitor.slow_links();
   out.final_plan = current;
   out.tokens_per_s =
-      total_s > 0 ? static_cast<double>(tokens) * static_cast<double>(options.steps) / total_s : 0;
+      TokensPerSecond(static_cast<double>(tokens) * static_cast<double>(options.steps), total_s);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
+#include "core/throughput.h"
 #include "train/parallel_run_context.h"
 #include "train/plan_switch.h"
 
@@ -49,7 +50,7 @@ nlohmann::ordered_json MetricsLine(const RunContext& ctx, const WorldLayout& lay
   j["step_time_s"] = step_time_s;
   j["wall_step_time_s"] = wall_s;
   if (ctx.emulated) j["virtual_step_time_s"] = virtual_s;
-  const double tps = static_cast<double>(tokens) / step_time_s;
+  const double tps = TokensPerSecond(tokens, step_time_s);
   j["tokens_per_s"] = tps;
   j["gflops"] = ctx.flops_per_token * tps / 1e9;
   if (ctx.peak_flops > 0) j["mfu"] = ctx.flops_per_token * tps / ctx.peak_flops;
@@ -199,7 +200,7 @@ Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t ste
   line.grad_norm = result.grad_norm;
   line.tokens = tokens;
   line.wall_step_s = wall_s;
-  if (on_virtual) line.emulated_tokens_per_s = static_cast<double>(tokens) / step_time_s;
+  if (on_virtual) line.emulated_tokens_per_s = TokensPerSecond(tokens, step_time_s);
   if (ctx.peak_flops > 0) {
     line.mfu = ctx.flops_per_token * static_cast<double>(tokens) / step_time_s / ctx.peak_flops;
   }
@@ -231,7 +232,7 @@ Result<ParallelTrainSummary> Finish(RunContext& ctx) {
   summary.clock = ClockName(ctx);
   if (summary.final_plan.empty()) summary.final_plan = PlanName(ctx.layout->plan());
   if (summary.train_time_s > 0) {
-    summary.tokens_per_s = static_cast<double>(summary.tokens) / summary.train_time_s;
+    summary.tokens_per_s = TokensPerSecond(summary.tokens, summary.train_time_s);
     summary.gflops = ctx.flops_per_token * summary.tokens_per_s / 1e9;
     if (ctx.peak_flops > 0) summary.mfu = summary.gflops * 1e9 / ctx.peak_flops;
   }

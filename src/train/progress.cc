@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "core/check.h"
+#include "core/throughput.h"
 
 namespace motley::train {
 namespace {
@@ -55,7 +56,7 @@ void ProgressReporter::Update(const ProgressStep& s, double elapsed_s) {
   const int64_t done = s.step - first_step_ + 1;
   const double per_step = done > 0 ? elapsed_s / static_cast<double>(done) : 0.0;
   const double eta_s = per_step * static_cast<double>(std::max<int64_t>(total_steps_ - s.step, 0));
-  const double wall_rate = s.wall_step_s > 0 ? static_cast<double>(s.tokens) / s.wall_step_s : 0.0;
+  const double wall_rate = TokensPerSecond(s.tokens, s.wall_step_s);
   std::string rates = fmt::format("{} tok/s", FormatRate(wall_rate));
   if (s.emulated_tokens_per_s) {
     rates += fmt::format(" | {} tok/s virtual", FormatRate(*s.emulated_tokens_per_s));

@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/checked_math.h"
 #include "core/thread_count.h"
+#include "core/throughput.h"
 #include "model/optimizer.h"
 #include "model/stage.h"
 #include "train/batch_sampler.h"
@@ -220,7 +221,7 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
     sm.grad_norm = std::sqrt(grad_sq);
     sm.tokens = tokens_per_step;
     sm.step_time_s = SecondsSince(step_start);
-    sm.tokens_per_s = static_cast<double>(tokens_per_step) / sm.step_time_s;
+    sm.tokens_per_s = TokensPerSecond(tokens_per_step, sm.step_time_s);
     sm.gflops = summary.flops_per_token * sm.tokens_per_s / 1e9;
     summary.train_time_s += sm.step_time_s;
     summary.tokens += tokens_per_step;
@@ -283,7 +284,7 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
     }
   }
   if (progress) progress->Finish();
-  summary.tokens_per_s = static_cast<double>(summary.tokens) / summary.train_time_s;
+  summary.tokens_per_s = TokensPerSecond(summary.tokens, summary.train_time_s);
   summary.gflops = summary.flops_per_token * summary.tokens_per_s / 1e9;
   Print(options.out, FormatSummary(summary));
   return summary;
