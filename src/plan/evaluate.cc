@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/parallel_for.h"
 #include "perf/memory_model.h"
 #include "perf/step_model.h"
 #include "plan/interleave.h"
@@ -390,7 +391,7 @@ bool SameBlockSplit(const spec::PipelinePlan& a, const spec::PipelinePlan& b) {
 }  // namespace
 
 void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds,
-                             Moves moves) const {
+                             Moves moves, int threads) const {
   const bool per_split = moves == Moves::kPerSplit;
   // Whether pipeline k is the first of those with its block split.
   auto first_of_split = [&](size_t k) {
@@ -400,34 +401,20 @@ void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int
     return true;
   };
   for (int round = 0; round < max_rounds; ++round) {
-    double best = prediction->iteration_s;
-    spec::Plan best_plan;
-    perf::Prediction best_pred;
-    bool improved = false;
-    auto consider = [&](spec::Plan& cand) {
-      perf::Prediction pred = predictor_.Predict(cand, rates_, links_);
-      if (pred.fits_memory && pred.iteration_s < best * (1 - 1e-12)) {
-        best = pred.iteration_s;
-        best_plan = cand;
-        best_pred = std::move(pred);
-        improved = true;
-      }
-    };
-    // kPerSplit takes the first improving move of a round (first improvement), kEveryPipeline
-    // the best of all of them (best improvement).
-    auto round_done = [&] { return per_split && improved; };
+    // The round's moves, in the order they are judged.
+    std::vector<spec::Plan> cands;
     // One block across one stage boundary: in one pipeline, or in every pipeline with the same
     // block split at once (moving one of them alone splits the data-parallel groups of the
     // block that moves, so a better common split is not reached one pipeline at a time).
-    for (size_t k = 0; k < plan->pipelines.size() && !round_done(); ++k) {
+    for (size_t k = 0; k < plan->pipelines.size(); ++k) {
       const size_t p = plan->pipelines[k].stages.size();
       std::vector<size_t> same_split;
       for (size_t k2 = 0; k2 < plan->pipelines.size(); ++k2) {
         if (SameBlockSplit(plan->pipelines[k], plan->pipelines[k2])) same_split.push_back(k2);
       }
       const bool first_of_group = same_split.front() == k;
-      for (size_t i = 0; i + 1 < p && !round_done(); ++i) {
-        for (int dir = 0; dir < 2 && !round_done(); ++dir) {
+      for (size_t i = 0; i + 1 < p; ++i) {
+        for (int dir = 0; dir < 2; ++dir) {
           const size_t from_i = dir == 0 ? i : i + 1;
           const size_t to_i = dir == 0 ? i + 1 : i;
           if (plan->pipelines[k].stages[from_i].num_blocks <= 1) continue;
@@ -437,20 +424,18 @@ void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int
             spec::RenumberBlocks(&cand->pipelines[k2]);
           };
           if (!per_split || same_split.size() == 1) {
-            spec::Plan alone = *plan;
-            move(&alone, k);
-            consider(alone);
+            move(&cands.emplace_back(*plan), k);
           }
           if (same_split.size() > 1 && first_of_group) {
-            spec::Plan together = *plan;
+            spec::Plan& together = cands.emplace_back(*plan);
             for (size_t k2 : same_split) move(&together, k2);
-            consider(together);
           }
         }
       }
     }
-    for (size_t k1 = 0; k1 < plan->pipelines.size() && !round_done(); ++k1) {
-      for (size_t k2 = 0; k2 < plan->pipelines.size() && !round_done(); ++k2) {
+    // One micro-batch from one pipeline to another.
+    for (size_t k1 = 0; k1 < plan->pipelines.size(); ++k1) {
+      for (size_t k2 = 0; k2 < plan->pipelines.size(); ++k2) {
         if (k1 == k2) continue;
         if (per_split && (SameBlockSplit(plan->pipelines[k1], plan->pipelines[k2]) ||
                           !first_of_split(k1) || !first_of_split(k2))) {
@@ -467,11 +452,37 @@ void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int
                  spec::InterleavedMicroBatchesOk(pipe.num_stages(), pipe.micro_batches);
         };
         if (!runs(cand.pipelines[k1]) || !runs(cand.pipelines[k2])) continue;
-        consider(cand);
+        cands.push_back(std::move(cand));
       }
     }
-    if (!improved) return;
-    *plan = std::move(best_plan);
+    // Judged in order: kPerSplit takes the first improving move (first improvement),
+    // kEveryPipeline the best of them all (best improvement; the first of equals). The moves are
+    // predicted `threads` at a time (kEveryPipeline: all at once), so the answer is the same on
+    // any thread count; kPerSplit predicts at most threads - 1 moves past its first improving
+    // one.
+    double best = prediction->iteration_s;
+    size_t best_index = cands.size();
+    perf::Prediction best_pred;
+    const size_t batch = per_split ? static_cast<size_t>(std::max(threads, 1)) : cands.size();
+    std::vector<perf::Prediction> preds;
+    for (size_t first = 0; first < cands.size() && !(per_split && best_index < cands.size());
+         first += batch) {
+      const size_t count = std::min(batch, cands.size() - first);
+      preds.assign(count, perf::Prediction{});
+      ParallelFor(count, threads, [&](size_t j) {
+        preds[j] = predictor_.Predict(cands[first + j], rates_, links_);
+      });
+      for (size_t j = 0; j < count; ++j) {
+        if (preds[j].fits_memory && preds[j].iteration_s < best * (1 - 1e-12)) {
+          best = preds[j].iteration_s;
+          best_index = first + j;
+          best_pred = std::move(preds[j]);
+          if (per_split) break;
+        }
+      }
+    }
+    if (best_index == cands.size()) return;
+    *plan = std::move(cands[best_index]);
     *prediction = std::move(best_pred);
   }
 }

@@ -71,9 +71,10 @@ class LayoutEvaluator {
   // first improving move (kEveryPipeline: the best of the round).
   enum class Moves { kEveryPipeline, kPerSplit };
   // Local search on a complete plan by the predicted step, at most `max_rounds` moves. Reads the
-  // plan and the predictor only (not the units).
+  // plan and the predictor only (not the units). A round's moves are predicted on up to
+  // `threads` threads (ParallelFor); the plan found is the same on any thread count.
   void Polish(spec::Plan* plan, perf::Prediction* prediction, int max_rounds,
-              Moves moves = Moves::kEveryPipeline) const;
+              Moves moves = Moves::kEveryPipeline, int threads = 1) const;
   // Gives each stage the lightest recompute its memory holds (a lighter recompute only saves
   // time): stages whose devices have room keep fewer recomputed activations than the one choice
   // the split was made with. Kept when the re-predicted plan fits and is no slower.

@@ -640,13 +640,20 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
     progress("polishing", 0.88);
     const std::vector<Unit> no_units;  // Polish reads the plan and the predictor only
     const LayoutEvaluator evaluator(predictor, no_units, options.rates, options.link_rates);
+    // The polish first, one finalist at a time with each round's moves on every thread: one
+    // finalist's polish can take most of the phase, which one thread per finalist would leave
+    // to a single core.
+    std::vector<Candidate> polished_of(
+        report.ranked.begin(), report.ranked.begin() + static_cast<std::ptrdiff_t>(finalists));
+    if (options.finalist_polish_moves > 0) {
+      for (Candidate& polished : polished_of) {
+        evaluator.Polish(&polished.plan, &polished.prediction, options.finalist_polish_moves,
+                         LayoutEvaluator::Moves::kPerSplit, s.threads);
+      }
+    }
     ParallelFor(finalists, s.threads, [&](size_t i) {
       Candidate& c = report.ranked[i];
-      Candidate polished = c;
-      if (options.finalist_polish_moves > 0) {
-        evaluator.Polish(&polished.plan, &polished.prediction, options.finalist_polish_moves,
-                         LayoutEvaluator::Moves::kPerSplit);
-      }
+      Candidate& polished = polished_of[i];
       // Polish changes the plan only when it finds a faster one.
       const bool polish_changed = polished.prediction.iteration_s < c.prediction.iteration_s;
       if (polish_changed) polished.description += ", polished";

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "core/sanitized_build.h"
+#include "plan/evaluate.h"
 #include "plan/test_util.h"
 #include "sim/simulator.h"
 #include "spec/plan_topology.h"
@@ -229,6 +230,51 @@ TEST(PlannerTest, FinalistsArePolishedAtScaleKeepingIdenticalPipelinesIdentical)
   std::printf("%d of %zu finalists polished; chosen %.6f s -> %.6f s simulated\n", improved,
               std::min<size_t>(polished->ranked.size(), 6), plain->best.simulated_s,
               polished->best.simulated_s);
+}
+
+// Polish predicts a round's moves a batch of one per thread at a time and judges them in move
+// order: on eight threads it makes the same moves as on one, first improvement (per split) and
+// best improvement (every pipeline) alike, on candidates it improves. (Taking the best of each
+// batch instead of its first improving move changes the plans here.)
+TEST(PlannerTest, PolishMakesTheSameMovesOnAnyThreadCount) {
+  // What the polish moves: per pipeline, its micro-batches and its stages' block counts.
+  auto Shape = [](const spec::Plan& plan) {
+    std::string out;
+    for (const spec::PipelinePlan& pipe : plan.pipelines) {
+      out += std::to_string(pipe.micro_batches) + ":";
+      for (const spec::StagePlan& st : pipe.stages) out += " " + std::to_string(st.num_blocks);
+      out += "; ";
+    }
+    return out;
+  };
+  auto w = MakeWorld(
+      {{"h", "h100", 2, 8, "nvlink", "ib-hdr"}, {"a", "a100-40g", 2, 8, "nvlink", "roce-100g"}},
+      "eth-25g", "llama2-7b", 64, 2048);
+  PlannerOptions options;
+  options.baselines = false;
+  options.exhaustive_max_units = 0;
+  options.finalist_polish_moves = 0;
+  auto plain = PlanCluster(*w->predictor, options);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  const std::vector<Unit> no_units;
+  const LayoutEvaluator evaluator(*w->predictor, no_units, {});
+  int improved = 0;
+  for (size_t i = 0; i < plain->ranked.size(); ++i) {
+    for (const LayoutEvaluator::Moves moves :
+         {LayoutEvaluator::Moves::kPerSplit, LayoutEvaluator::Moves::kEveryPipeline}) {
+      const Candidate& c = plain->ranked[i];
+      spec::Plan one_plan = c.plan;
+      perf::Prediction one_pred = c.prediction;
+      evaluator.Polish(&one_plan, &one_pred, 6, moves, 1);
+      spec::Plan three_plan = c.plan;
+      perf::Prediction three_pred = c.prediction;
+      evaluator.Polish(&three_plan, &three_pred, 6, moves, 8);
+      EXPECT_EQ(Shape(three_plan), Shape(one_plan)) << c.description;
+      EXPECT_EQ(three_pred.iteration_s, one_pred.iteration_s) << c.description;
+      if (one_pred.iteration_s < c.prediction.iteration_s) ++improved;
+    }
+  }
+  EXPECT_GT(improved, 0) << "the polish improved no candidate, so the test compares nothing";
 }
 
 }  // namespace
