@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,23 @@ namespace motley::plan {
 namespace {
 
 using testing::MakeWorld;
+
+// 16 H100 on InfiniBand and 16 A100-40G on RoCE, joined by 25G Ethernet; Llama-2-7B, 64
+// sequences of 2,048 tokens: above the small-instance size, so the finalists are polished.
+std::unique_ptr<testing::World> TwoIslandWorld() {
+  return MakeWorld(
+      {{"h", "h100", 2, 8, "nvlink", "ib-hdr"}, {"a", "a100-40g", 2, 8, "nvlink", "roce-100g"}},
+      "eth-25g", "llama2-7b", 64, 2048);
+}
+
+// The search alone: no baselines, no exhaustive reference, no finalist polish.
+PlannerOptions UnpolishedSearch() {
+  PlannerOptions options;
+  options.baselines = false;
+  options.exhaustive_max_units = 0;
+  options.finalist_polish_moves = 0;
+  return options;
+}
 
 TEST(PlannerTest, HeterogeneousClusterBeatsUniformAndValidates) {
   // 8 devices: a node of 4 h100 and a node of 4 a100-40g.
@@ -85,9 +103,7 @@ TEST(PlannerTest, KeepsDataParallelTrafficInsideIslands) {
 // (the confirmations and the uniform baseline's shapes run side by side there, and so do the
 // candidates of the homogeneous sum's per-type searches).
 TEST(PlannerTest, TheReportDoesNotDependOnTheThreadCount) {
-  auto w = MakeWorld(
-      {{"h", "h100", 2, 8, "nvlink", "ib-hdr"}, {"a", "a100-40g", 2, 8, "nvlink", "roce-100g"}},
-      "eth-25g", "llama2-7b", 64, 2048);
+  auto w = TwoIslandWorld();
   PlannerOptions options;
   options.threads = 1;
   auto one = PlanCluster(*w->predictor, options);
@@ -170,13 +186,8 @@ TEST(PlannerTest, BatchTooSmallForTheStagesMemoryNeedsIsExplained) {
 // block split still share it, the choice is no slower, and on this cluster the polish finds a
 // faster plan than the search alone.
 TEST(PlannerTest, FinalistsArePolishedAtScaleKeepingIdenticalPipelinesIdentical) {
-  auto w = MakeWorld(
-      {{"h", "h100", 2, 8, "nvlink", "ib-hdr"}, {"a", "a100-40g", 2, 8, "nvlink", "roce-100g"}},
-      "eth-25g", "llama2-7b", 64, 2048);
-  PlannerOptions options;
-  options.baselines = false;
-  options.exhaustive_max_units = 0;
-  options.finalist_polish_moves = 0;
+  auto w = TwoIslandWorld();
+  PlannerOptions options = UnpolishedSearch();
   auto plain = PlanCluster(*w->predictor, options);
   options.finalist_polish_moves = 6;
   auto polished = PlanCluster(*w->predictor, options);
@@ -247,14 +258,8 @@ TEST(PlannerTest, PolishMakesTheSameMovesOnAnyThreadCount) {
     }
     return out;
   };
-  auto w = MakeWorld(
-      {{"h", "h100", 2, 8, "nvlink", "ib-hdr"}, {"a", "a100-40g", 2, 8, "nvlink", "roce-100g"}},
-      "eth-25g", "llama2-7b", 64, 2048);
-  PlannerOptions options;
-  options.baselines = false;
-  options.exhaustive_max_units = 0;
-  options.finalist_polish_moves = 0;
-  auto plain = PlanCluster(*w->predictor, options);
+  auto w = TwoIslandWorld();
+  auto plain = PlanCluster(*w->predictor, UnpolishedSearch());
   ASSERT_TRUE(plain.ok()) << plain.status().message();
   const std::vector<Unit> no_units;
   const LayoutEvaluator evaluator(*w->predictor, no_units, {});
