@@ -12,7 +12,6 @@
 #include "core/throughput.h"
 #include "plan/plan_names.h"
 #include "report/html.h"
-#include "report/simulation_json.h"
 #include "report/svg_chart.h"
 
 namespace motley::report {

@@ -2,8 +2,8 @@
 // scripts that read a plan's simulated step (bench/plan_set.py): the simulated and predicted
 // step, tokens/s, and how busy each device the plan uses is. The fields are documented in
 // docs/formats/simulation.md. The mean busy fraction is computed here once, for the printed
-// lines, the JSON and the HTML report alike (tokens/s is core/throughput.h's TokensPerSecond of the
-// simulated step). Pure functions; thread-safe.
+// lines and the JSON alike (tokens/s is core/throughput.h's TokensPerSecond of the simulated
+// step). Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -202,7 +202,7 @@ Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t ste
   line.wall_step_s = wall_s;
   if (on_virtual) line.emulated_tokens_per_s = TokensPerSecond(tokens, step_time_s);
   if (ctx.peak_flops > 0) {
-    line.mfu = ctx.flops_per_token * static_cast<double>(tokens) / step_time_s / ctx.peak_flops;
+    line.mfu = ctx.flops_per_token * TokensPerSecond(tokens, step_time_s) / ctx.peak_flops;
   }
   if (result.skipped) {
     line.flag = "SKIPPED: non-finite loss or gradient norm";
