@@ -1,7 +1,7 @@
 // Training-step benchmark of the CUDA backend (issue 7): whole steps of the single-device model
 // (model::Stage holding every block, the embedding and the head, plus clipping and AdamW) on one
 // GPU, as train::Train runs them minus data sampling. Reports tokens/s, achieved TFLOP/s counting
-// 6N + 12LCT FLOPs per token (src/train/flops.h, the llm.c/PaLM convention), and MFU against
+// 6N + 12LCT FLOPs per token (src/spec/model_flops.h, the llm.c/PaLM convention), and MFU against
 //  - the datasheet bf16 dense peak (--peak-tflops, default 989: H100/H200 SXM, NVIDIA H100
 //    datasheet, bf16 tensor core without sparsity), and
 //  - the bf16 cuBLAS GEMM rate measured in the same run (CudaBf16GemmTflops, 8192^3).
@@ -25,8 +25,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "model/optimizer.h"
 #include "model/stage.h"
+#include "spec/model_flops.h"
 #include "spec/model_spec.h"
-#include "train/flops.h"
 
 namespace motley {
 namespace {
@@ -133,7 +133,7 @@ int Run(const Args& a) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double tokens_per_s = static_cast<double>(a.batch * a.seq * a.steps) / seconds;
-  const double tflops = tokens_per_s * train::TrainFlopsPerToken(model, a.seq) / 1e12;
+  const double tflops = tokens_per_s * spec::ModelFlopsPerToken(model, a.seq) / 1e12;
   Emit(a, fmt::format(R"({{"status": "ok", "device": "{}", "preset": "{}", "precision": "{}", )"
                       R"("batch": {}, "seq": {}, "timed_steps": {}, "step_s": {:.6f}, )"
                       R"("tokens_per_s": {:.1f}, "achieved_tflops": {:.3f}, "peak_tflops": {}, )"

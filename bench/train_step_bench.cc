@@ -2,11 +2,12 @@
 // embedding and the head, plus AdamW), as train::Train runs them minus data sampling: forward and
 // backward of one micro-batch, global-norm clipping and one AdamW update. Reported per preset and
 // thread count (the benchmark argument; OpenBLAS's process-wide thread count is set to the same):
-// tokens/s and achieved GFLOP/s counting 6N + 12LCT FLOPs per token (src/train/flops.h), so the
-// GFLOP/s can be divided by the SgemmPeak rows of the same run (same thread count) for the share of
-// sgemm peak a whole step reaches. Timed steps are steady-state steps: one warm-up step runs
-// before timing. Cases: `small` at B=8 T=128 (the default run of `motley train`) and `gpt2-124m` at
-// B=4 T=64 (the reference point of the project's reference notes, performance-model.md).
+// tokens/s and achieved GFLOP/s counting 6N + 12LCT FLOPs per token (src/spec/model_flops.h), so
+// the GFLOP/s can be divided by the SgemmPeak rows of the same run (same thread count) for the
+// share of sgemm peak a whole step reaches. Timed steps are steady-state steps: one warm-up step
+// runs before timing. Cases: `small` at B=8 T=128 (the default run of `motley train`) and
+// `gpt2-124m` at B=4 T=64 (the reference point of the project's reference notes,
+// performance-model.md).
 //
 // Activation recompute (second argument: 0 none, 1 selective, 2 full; model/block.h): the step
 // time against `recompute:0` of the same preset and thread count is the cost of recompute. Each
@@ -30,8 +31,8 @@
 #include "backend/emulated/emulated_backend.h"
 #include "model/optimizer.h"
 #include "model/stage.h"
+#include "spec/model_flops.h"
 #include "spec/model_spec.h"
-#include "train/flops.h"
 
 namespace motley {
 namespace {
@@ -120,7 +121,7 @@ void TrainStep(benchmark::State& state, const std::string& preset, int64_t batch
   state.counters["tokens/s"] =
       benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] =
-      benchmark::Counter(tokens * train::TrainFlopsPerToken(model, seq_len) * 1e-9,
+      benchmark::Counter(tokens * spec::ModelFlopsPerToken(model, seq_len) * 1e-9,
                          benchmark::Counter::kIsIterationInvariantRate);
   state.counters["peak_MiB"] = counts.peak_bytes / (1024.0 * 1024.0);
   state.counters["GFLOP_step"] = counts.flops * 1e-9;

@@ -13,7 +13,6 @@
 #include "cli/fail.h"
 #include "spec/plan.h"
 #include "spec/run_file.h"
-#include "train/flops.h"
 
 namespace motley::cli {
 namespace {
@@ -52,7 +51,7 @@ std::string ModelSummary(const spec::ModelSpec& m) {
       "({:.2f}M non-embedding)",
       m.name, m.num_blocks, m.hidden, m.num_heads, m.num_kv_heads, m.ffn_hidden, m.vocab_size,
       m.max_seq_len, static_cast<double>(m.TotalParams()) / 1e6,
-      static_cast<double>(train::NonEmbeddingParams(m)) / 1e6);
+      static_cast<double>(m.NonEmbeddingParams()) / 1e6);
 }
 
 std::string TrainSummary(const spec::TrainSpec& t) {

@@ -77,7 +77,7 @@ Dims DimsOf(const spec::ModelSpec& model, int64_t b, int64_t s, int tp,
   return d;
 }
 
-// Forward FLOPs of the attention products of one rank (the full s x s square, perf/flops.h's
+// Forward FLOPs of the attention products of one rank (the full s x s square, spec/model_flops.h's
 // convention); a fused causal kernel performs half of them.
 Flops AttentionSquareFlops(const Dims& d) {
   return 4.0 * d.b * d.heads * d.s * d.s * d.hs;

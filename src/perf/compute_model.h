@@ -20,10 +20,10 @@
 
 #include "core/units.h"
 #include "perf/compute_model_kernels.h"
-#include "perf/flops.h"
 #include "perf/profile.h"
 #include "perf/settings.h"
 #include "spec/cluster_spec.h"
+#include "spec/model_flops.h"
 #include "spec/model_spec.h"
 
 namespace motley::perf {

@@ -38,7 +38,7 @@ TEST(RooflineComputeModelTest, FasterDeviceAndSmallerShardAreFaster) {
   EXPECT_GT(a.backward_s, 1.8 * a.forward_s);
   EXPECT_LT(a.backward_s, 2.3 * a.forward_s);
   // A GEMM-bound block runs below the preset's GEMM efficiency, but not far below it.
-  const Flops flops = BlockForwardFlops(model, 1, 4096);
+  const Flops flops = spec::BlockForwardFlops(model, 1, 4096);
   const double eff = cluster.device_types[1].GemmEfficiency(spec::Precision::kBf16);
   EXPECT_GT(a.forward_s, flops / (312e12 * eff));
   EXPECT_LT(a.forward_s, flops / (312e12 * 0.5));
@@ -104,7 +104,7 @@ TEST(RooflineComputeModelTest, BlockIsTheSumOfItsKernels) {
   for (const Kernel& kernel : k.forward) {
     if (kernel.kind == Kernel::Kind::kGemm) gemm_flops += kernel.gemm.flops();
   }
-  EXPECT_NEAR(gemm_flops, BlockForwardFlops(model, 2, 2048) / 4, 1e-6 * gemm_flops);
+  EXPECT_NEAR(gemm_flops, spec::BlockForwardFlops(model, 2, 2048) / 4, 1e-6 * gemm_flops);
   Flops backward_flops = 0;
   for (const Kernel& kernel : k.backward) {
     if (kernel.kind == Kernel::Kind::kGemm) backward_flops += kernel.gemm.flops();

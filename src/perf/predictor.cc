@@ -520,11 +520,12 @@ void Predictor::FillMemoryAndRates(const spec::Plan& plan, const sched::StepProg
       }
     }
   }
-  pred->model_flops = ModelFlopsPerIteration(model_, train_.global_batch, train_.seq_len);
+  pred->model_flops = spec::ModelFlopsPerIteration(model_, train_.global_batch, train_.seq_len);
   const double peak_sum = PeakFlopsSum(spec::PlanDevices(plan));
   if (pred->iteration_s > 0) {
     pred->tokens_per_s = TokensPerSecond(train_.global_batch * train_.seq_len, pred->iteration_s);
-    if (peak_sum > 0) pred->mfu = Mfu(pred->model_flops, pred->iteration_s, peak_sum);
+    pred->mfu =
+        spec::Mfu(spec::ModelFlopsPerToken(model_, train_.seq_len), pred->tokens_per_s, peak_sum);
   }
 }
 

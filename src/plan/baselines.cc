@@ -11,10 +11,10 @@
 #include "core/parallel_for.h"
 #include "core/thread_count.h"
 #include "core/throughput.h"
-#include "perf/flops.h"
 #include "plan/interleave.h"
 #include "plan/planner.h"
 #include "plan/sharding.h"
+#include "spec/model_flops.h"
 
 namespace motley::plan {
 
@@ -31,14 +31,15 @@ double ComputeBoundTokensPerSecond(const perf::Predictor& predictor,
         if (!model.SplitsForTensorParallel(tp)) continue;
         const perf::PassTimes pt = predictor.compute().Block(static_cast<int>(t), tp, b, s);
         // FLOP/s one device achieves on a block (its 1/tp share of 3 x forward FLOPs).
-        const double rate = 3.0 * perf::BlockForwardFlops(model, b, s) / tp / (pt.forward_s + pt.backward_s);
+        const double rate =
+            3.0 * spec::BlockForwardFlops(model, b, s) / tp / (pt.forward_s + pt.backward_s);
         best[t] = std::max(best[t], rate);
       }
     }
   }
   double sum = 0;
   for (const spec::DeviceInfo& d : cluster.devices()) sum += best[static_cast<size_t>(d.type)];
-  return sum / perf::ModelFlopsPerToken(model, s);
+  return sum / spec::ModelFlopsPerToken(model, s);
 }
 
 Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const PlannerOptions& options) {

@@ -23,7 +23,6 @@
 
 #include "core/parallel_for.h"
 #include "core/thread_count.h"
-#include "perf/flops.h"
 #include "perf/memory_model.h"
 #include "plan/evaluate.h"
 #include "plan/exhaustive.h"
@@ -32,6 +31,7 @@
 #include "plan/sharding.h"
 #include "plan/units.h"
 #include "sim/simulator.h"
+#include "spec/model_flops.h"
 #include "spec/plan_topology.h"
 
 namespace motley::plan {

@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
-#include "perf/flops.h"
 #include "perf/memory_model.h"
 #include "plan/plan_names.h"
+#include "spec/model_flops.h"
 #include "spec/plan_topology.h"
 
 namespace motley::plan {
@@ -64,13 +64,8 @@ double SumTokensPerSecond(const std::vector<TypeShare>& shares) {
 
 double MfuAt(const perf::Predictor& predictor, double tokens_per_s,
              const std::vector<int>& devices) {
-  const spec::TrainSpec& train = predictor.train();
-  const double tokens = static_cast<double>(train.global_batch * train.seq_len);
-  const double peak = predictor.PeakFlopsSum(devices);
-  if (tokens_per_s <= 0 || peak <= 0) return 0;
-  return perf::Mfu(
-      perf::ModelFlopsPerIteration(predictor.model(), train.global_batch, train.seq_len),
-      tokens / tokens_per_s, peak);
+  return spec::Mfu(spec::ModelFlopsPerToken(predictor.model(), predictor.train().seq_len),
+                   tokens_per_s, predictor.PeakFlopsSum(devices));
 }
 
 namespace {

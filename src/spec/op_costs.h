@@ -8,9 +8,9 @@
 // Conventions:
 // - FLOPs: one multiply-add is 2 FLOPs (matmul 2*N*C*OC, as in Kaplan et al. 2020 and llm.c).
 //   Attention counts the full T x T square for QK^T and AV (4*B*NH*T*T*HS forward, twice that
-//   backward), the PaLM convention (Chowdhery et al. 2022, App. B) that perf/flops uses for its
-//   12*L*C*T term. Elementwise ops count nominal FLOPs per element (written beside each entry); a
-//   transcendental (exp, rsqrt) counts 1.
+//   backward), the PaLM convention (Chowdhery et al. 2022, App. B) that spec/model_flops uses for
+//   its 12*L*C*T term. Elementwise ops count nominal FLOPs per element (written beside each entry);
+//   a transcendental (exp, rsqrt) counts 1.
 // - Bytes: each input read once, each output written once; an ACCUMULATED gradient (+=) is read
 //   and written (2x). f32 and i32 elements are 4 bytes. Caches and re-reads are ignored, so the
 //   figures are the minimal traffic of an ideal kernel.

@@ -7,7 +7,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/emulated/emulated_backend.h"
 #include "parallel/migration.h"
-#include "train/flops.h"
+#include "spec/model_flops.h"
 #include "train/memory_check.h"
 #include "train/parallel_run_context.h"
 #include "train/plan_switch.h"
@@ -176,7 +176,7 @@ Result<Prepared> Prepare(const spec::RunFile& run, const spec::Plan& plan,
   ctx.options = &options;
   ctx.layout = p.layout.get();
   ctx.data = p.data.get();
-  ctx.flops_per_token = TrainFlopsPerToken(run.model, train.seq_len);
+  ctx.flops_per_token = spec::ModelFlopsPerToken(run.model, train.seq_len);
   for (const RankInfo& info : p.layout->ranks()) {
     if (info.idle()) continue;  // MFU is over the devices the plan uses
     ctx.peak_flops += run.cluster.device_type_of(info.device).PeakFlops(spec::Precision::kFp32);

@@ -9,6 +9,7 @@
 
 #include "core/file_util.h"
 #include "core/throughput.h"
+#include "spec/model_flops.h"
 #include "train/parallel_run_context.h"
 #include "train/plan_switch.h"
 
@@ -53,7 +54,7 @@ nlohmann::ordered_json MetricsLine(const RunContext& ctx, const WorldLayout& lay
   const double tps = TokensPerSecond(tokens, step_time_s);
   j["tokens_per_s"] = tps;
   j["gflops"] = ctx.flops_per_token * tps / 1e9;
-  if (ctx.peak_flops > 0) j["mfu"] = ctx.flops_per_token * tps / ctx.peak_flops;
+  if (ctx.peak_flops > 0) j["mfu"] = spec::Mfu(ctx.flops_per_token, tps, ctx.peak_flops);
   if (val_loss) j["val_loss"] = *val_loss;
   j["skipped"] = r.skipped;
   j["loss_spike"] = loss_spike;
@@ -202,7 +203,7 @@ Status ReportStep(RunContext& ctx, int r, const WorldLayout& layout, int64_t ste
   line.wall_step_s = wall_s;
   if (on_virtual) line.emulated_tokens_per_s = TokensPerSecond(tokens, step_time_s);
   if (ctx.peak_flops > 0) {
-    line.mfu = ctx.flops_per_token * TokensPerSecond(tokens, step_time_s) / ctx.peak_flops;
+    line.mfu = spec::Mfu(ctx.flops_per_token, TokensPerSecond(tokens, step_time_s), ctx.peak_flops);
   }
   if (result.skipped) {
     line.flag = "SKIPPED: non-finite loss or gradient norm";
@@ -234,7 +235,9 @@ Result<ParallelTrainSummary> Finish(RunContext& ctx) {
   if (summary.train_time_s > 0) {
     summary.tokens_per_s = TokensPerSecond(summary.tokens, summary.train_time_s);
     summary.gflops = ctx.flops_per_token * summary.tokens_per_s / 1e9;
-    if (ctx.peak_flops > 0) summary.mfu = summary.gflops * 1e9 / ctx.peak_flops;
+    if (ctx.peak_flops > 0) {
+      summary.mfu = spec::Mfu(ctx.flops_per_token, summary.tokens_per_s, ctx.peak_flops);
+    }
   }
   if (!options.trace_path.empty() && ctx.summary_rank == 0) {
     MOTLEY_RETURN_IF_ERROR(WriteTrace(ctx, options.trace_path));

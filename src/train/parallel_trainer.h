@@ -245,7 +245,7 @@ struct ParallelTrainSummary {
   double train_time_s = 0.0;           // sum of step_times_s plus migration_time_s
   double wall_time_s = 0.0;            // sum of rank 0's wall step times
   double tokens_per_s = 0.0;           // tokens / train_time_s (on `clock`)
-  double gflops = 0.0;                 // achieved GFLOP/s (flops.h accounting)
+  double gflops = 0.0;                 // achieved GFLOP/s (spec/model_flops.h)
   double mfu = 0.0;                    // gflops / sum of the plan's devices' fp32 peak
   std::vector<MigrationRecord> migrations;  // plan switches, in order
   int64_t migration_bytes = 0;         // sum of their network bytes

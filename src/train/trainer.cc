@@ -16,10 +16,10 @@
 #include "core/throughput.h"
 #include "model/optimizer.h"
 #include "model/stage.h"
+#include "spec/model_flops.h"
 #include "train/batch_sampler.h"
 #include "train/dataset.h"
 #include "train/evaluate.h"
-#include "train/flops.h"
 #include "train/loss_spike.h"
 #include "train/memory_check.h"
 #include "train/metrics.h"
@@ -152,8 +152,8 @@ Result<TrainSummary> Train(const spec::ModelSpec& model, const spec::TrainSpec& 
   }
 
   summary.params = stage->params().numel();
-  summary.non_embedding_params = NonEmbeddingParams(model);
-  summary.flops_per_token = TrainFlopsPerToken(model, seq_len);
+  summary.non_embedding_params = model.NonEmbeddingParams();
+  summary.flops_per_token = spec::ModelFlopsPerToken(model, seq_len);
   Print(options.out,
         fmt::format("model {} (L={} C={} NH={} NKV={} F={} V={}): {:.3f}M parameters, "
                     "{:.3f}M non-embedding\n"

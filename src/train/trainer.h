@@ -74,7 +74,7 @@ struct TrainSummary {
   std::vector<std::pair<int64_t, double>> val_history;  // (step, val_loss)
   double train_time_s = 0.0;                            // sum of step times (validation excluded)
   double tokens_per_s = 0.0;                            // tokens / train_time_s
-  double flops_per_token = 0.0;                         // 6 N + 12 L C T (flops.h)
+  double flops_per_token = 0.0;                         // spec::ModelFlopsPerToken
   double gflops = 0.0;               // achieved GFLOP/s: flops_per_token * tokens_per_s / 1e9
   int64_t params = 0;                // all parameters
   int64_t non_embedding_params = 0;  // N of the FLOP count

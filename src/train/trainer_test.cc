@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
+#include "spec/model_flops.h"
 #include "train/dataset.h"
-#include "train/flops.h"
 #include "train/token_file.h"
 
 namespace motley::train {
@@ -159,7 +159,11 @@ TEST(TrainerTest, WritesMetricsAndPrintsSummary) {
     EXPECT_EQ(r["tokens"], 8 * 32);
     EXPECT_GT(r["step_time_s"].get<double>(), 0.0);
     EXPECT_GT(r["tokens_per_s"].get<double>(), 0.0);
+    // Achieved GFLOP/s by the one model FLOP count (spec/model_flops.h), as the predictor's MFU.
+    const double flops_per_token = spec::ModelFlopsPerToken(Tiny(), train.seq_len);
     EXPECT_GT(r["gflops"].get<double>(), 0.0);
+    EXPECT_NEAR(r["gflops"].get<double>(), flops_per_token * r["tokens_per_s"].get<double>() / 1e9,
+                1e-12 * r["gflops"].get<double>());
     EXPECT_GT(r["grad_norm"].get<double>(), 0.0);
     EXPECT_TRUE(std::isfinite(r["loss"].get<double>()));
     // Validation on steps 2, 4 and the last (5).
@@ -195,13 +199,6 @@ TEST(TrainerTest, BadSettingsAreErrors) {
   auto missing = Train(Tiny(), train, Silent());
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("/nonexistent/corpus.txt"), std::string::npos);
-}
-
-TEST(FlopsTest, CountsSixNPlusAttention) {
-  const spec::ModelSpec m = Tiny();
-  const int64_t n = NonEmbeddingParams(m);
-  EXPECT_EQ(n, m.num_blocks * m.BlockParams() + m.hidden + m.vocab_size * m.hidden);
-  EXPECT_DOUBLE_EQ(TrainFlopsPerToken(m, 32), 6.0 * static_cast<double>(n) + 12.0 * 2 * 64 * 32);
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-// See flops.h.
-#include "perf/flops.h"
+// See model_flops.h.
+#include "spec/model_flops.h"
 
 #include "core/check.h"
 
-namespace motley::perf {
+namespace motley::spec {
 
-BlockMatmuls BlockForwardMatmuls(const spec::ModelSpec& model, int64_t b, int64_t s, int tp) {
+BlockMatmuls BlockForwardMatmuls(const ModelSpec& model, int64_t b, int64_t s, int tp) {
   MOTLEY_CHECK(tp >= 1 && b >= 1 && s >= 1, "BlockForwardMatmuls needs positive b, s, tp");
   const double t = tp;
   const double tokens = static_cast<double>(b * s);
@@ -24,35 +24,34 @@ BlockMatmuls BlockForwardMatmuls(const spec::ModelSpec& model, int64_t b, int64_
   return mm;
 }
 
-Flops BlockForwardFlops(const spec::ModelSpec& model, int64_t b, int64_t s) {
+Flops BlockForwardFlops(const ModelSpec& model, int64_t b, int64_t s) {
   const BlockMatmuls mm = BlockForwardMatmuls(model, b, s, 1);
   return mm.qkv.flops() + mm.out.flops() + mm.gate_up.flops() + mm.down.flops() +
          mm.head_batch * (mm.scores.flops() + mm.context.flops());
 }
 
-Flops AttentionScoreForwardFlops(const spec::ModelSpec& model, int64_t b, int64_t s) {
+Flops AttentionScoreForwardFlops(const ModelSpec& model, int64_t b, int64_t s) {
   const BlockMatmuls mm = BlockForwardMatmuls(model, b, s, 1);
   return mm.head_batch * (mm.scores.flops() + mm.context.flops());
 }
 
-Flops HeadForwardFlops(const spec::ModelSpec& model, int64_t b, int64_t s) {
+Flops HeadForwardFlops(const ModelSpec& model, int64_t b, int64_t s) {
   return 2.0 * static_cast<double>(b * s) * static_cast<double>(model.hidden) *
          static_cast<double>(model.vocab_size);
 }
 
-Flops ModelFlopsPerIteration(const spec::ModelSpec& model, int64_t global_batch, int64_t s) {
+Flops ModelFlopsPerIteration(const ModelSpec& model, int64_t global_batch, int64_t s) {
   const Flops forward = static_cast<double>(model.num_blocks) * BlockForwardFlops(model, 1, s) +
                         HeadForwardFlops(model, 1, s);
   return 3.0 * forward * static_cast<double>(global_batch);
 }
 
-Flops ModelFlopsPerToken(const spec::ModelSpec& model, int64_t s) {
+Flops ModelFlopsPerToken(const ModelSpec& model, int64_t s) {
   return ModelFlopsPerIteration(model, 1, s) / static_cast<double>(s);
 }
 
-double Mfu(Flops model_flops, Seconds iteration_s, FlopsPerSecond peak_flops_sum) {
-  MOTLEY_CHECK(iteration_s > 0 && peak_flops_sum > 0, "Mfu needs positive time and peak");
-  return model_flops / (iteration_s * peak_flops_sum);
+double Mfu(Flops flops_per_token, double tokens_per_s, FlopsPerSecond peak_flops_sum) {
+  return peak_flops_sum > 0 ? flops_per_token * tokens_per_s / peak_flops_sum : 0.0;
 }
 
-}  // namespace motley::perf
+}  // namespace motley::spec
