@@ -18,6 +18,7 @@
 // Pipelines are walked from one origin, so lockstep replicas meet fully.
 #include <algorithm>
 #include <map>
+#include <memory_resource>
 #include <vector>
 
 #include "perf/network.h"
@@ -52,20 +53,36 @@ Seconds OverlapLength(const std::vector<std::pair<Seconds, Seconds>>& a,
 // others, and while present every flow on the resource gets an equal share, so the share is
 // E[1 / (own + S)], S = sum_g flows_g B_g with B_g ~ Bernoulli(p_g) (a transfer moving at a rate
 // that varies over its time moves bytes at the rate's time average). S's distribution is built
-// group by group over its integer values, exactly.
-double MeanShare(int own, const std::vector<std::pair<double, int>>& others) {
-  std::vector<double> dist(1, 1.0);  // dist[s]: probability that the others add s flows
+// group by group over its integer values, exactly, in `dist` (scratch, reused across calls so the
+// many calls of one solve allocate nothing): dist[s] is the probability that the groups so far
+// add s flows, updated in place from the top, dist'[s] = (1 - p) dist[s] + p dist[s - flows].
+double MeanShare(int own, const std::vector<std::pair<double, int>>& others,
+                 std::vector<double>* dist) {
+  size_t total = 1;
+  for (const auto& other : others) total += static_cast<size_t>(other.second);
+  std::vector<double>& d = *dist;
+  d.assign(total, 0.0);
+  d[0] = 1.0;
+  size_t size = 1;  // the values S can take so far: 0 .. size - 1
   for (const auto& [p, flows] : others) {
-    std::vector<double> next(dist.size() + static_cast<size_t>(flows), 0.0);
-    for (size_t s = 0; s < dist.size(); ++s) {
-      next[s] += (1 - p) * dist[s];
-      next[s + static_cast<size_t>(flows)] += p * dist[s];
+    const auto f = static_cast<size_t>(flows);
+    for (size_t s = size + f; s-- > 0;) {
+      const bool stays = s < size;                // the group absent: S keeps s
+      const bool comes = s >= f && s - f < size;  // the group present: S was s - f
+      if (stays && comes) {
+        d[s] = (1 - p) * d[s] + p * d[s - f];
+      } else if (stays) {
+        d[s] = (1 - p) * d[s];
+      } else if (comes) {
+        d[s] = p * d[s - f];
+      } else {
+        d[s] = 0.0;  // no way to reach s yet
+      }
     }
-    dist = std::move(next);
+    size += f;
   }
   double mean = 0;
-  for (size_t s = 0; s < dist.size(); ++s)
-    mean += dist[s] / static_cast<double>(own + static_cast<int>(s));
+  for (size_t s = 0; s < size; ++s) mean += d[s] / static_cast<double>(own + static_cast<int>(s));
   return mean;
 }
 
@@ -149,8 +166,10 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
   }
   if (costs == nullptr || !network_.shared() || paths.empty()) return out;
 
+  // The memos below take their nodes from one arena, freed at once (a solve makes thousands).
+  std::pmr::monotonic_buffer_resource arena;
   // Per resource: the groups whose flows cross it, with how many of their flows do.
-  std::map<int, std::map<size_t, int>> at_resource;
+  std::pmr::map<int, std::pmr::map<size_t, int>> at_resource(&arena);
   for (size_t f = 0; f < paths.size(); ++f) {
     for (int i = 0; i < paths[f].num_resources; ++i) {
       ++at_resource[paths[f].resources[static_cast<size_t>(i)]][group_of[f]];
@@ -168,8 +187,12 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       const spec::PipelinePlan& pipe = plan.pipelines[k];
       std::vector<Seconds> f;
       std::vector<Seconds> b;
-      std::vector<double> key = {static_cast<double>(pipe.micro_batches),
-                                 static_cast<double>(pipe.chunks)};
+      f.reserve((*costs)[k].size());
+      b.reserve((*costs)[k].size());
+      std::vector<double> key;
+      key.reserve(2 + 2 * (*costs)[k].size() + out.fwd_s[k].size() + out.bwd_s[k].size());
+      key.push_back(static_cast<double>(pipe.micro_batches));
+      key.push_back(static_cast<double>(pipe.chunks));
       for (const StageCost& c : (*costs)[k]) {
         f.push_back(c.forward_s);
         b.push_back(c.backward_s);
@@ -187,10 +210,16 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
                         pipe.chunks);
       std::vector<std::vector<std::pair<Seconds, Seconds>>>& lists =
           walks.emplace_back(2 * (pipe.stages.empty() ? 0 : pipe.stages.size() - 1));
+      std::vector<size_t> sizes(lists.size(), 0);
+      for (const TransferSpan& t : spans) ++sizes[static_cast<size_t>(t.boundary * 2 + t.dir)];
+      for (size_t l = 0; l < lists.size(); ++l) lists[l].reserve(sizes[l]);
       for (const TransferSpan& t : spans) {
         lists[static_cast<size_t>(t.boundary * 2 + t.dir)].emplace_back(t.start_s, t.end_s);
       }
-      for (auto& list : lists) std::sort(list.begin(), list.end());
+      // A list is posted in its sender's order, so it is usually sorted already.
+      for (auto& list : lists) {
+        if (!std::is_sorted(list.begin(), list.end())) std::sort(list.begin(), list.end());
+      }
     }
     auto busy = [&](size_t g) -> const std::vector<std::pair<Seconds, Seconds>>& {
       return walks[walk_of[groups[g].pipeline]]
@@ -198,7 +227,7 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
     };
     // Busy time per distinct list, and the fraction of x's busy time during which y is busy,
     // per pair of distinct lists met at a resource.
-    std::map<const void*, Seconds> busy_total;
+    std::pmr::map<const void*, Seconds> busy_total(&arena);
     auto total = [&](const std::vector<std::pair<Seconds, Seconds>>& list) {
       auto [it, fresh] = busy_total.emplace(&list, 0.0);
       if (fresh) {
@@ -206,7 +235,7 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       }
       return it->second;
     };
-    std::map<std::pair<const void*, const void*>, double> presence;
+    std::pmr::map<std::pair<const void*, const void*>, double> presence(&arena);
     auto fraction = [&](size_t x, size_t y) {
       if (x == y) return 1.0;
       const auto& bx = busy(x);
@@ -216,13 +245,15 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       return it->second;
     };
     // x's share of resource r, the same for all of x's flows there.
-    std::map<std::pair<size_t, int>, double> share_at;
+    std::pmr::map<std::pair<size_t, int>, double> share_at(&arena);
+    std::vector<std::pair<double, int>> others;  // share's scratch: (presence, flows)
+    std::vector<double> dist;                    // MeanShare's scratch
     auto share = [&](size_t x, int r) {
       auto [it, fresh] = share_at.emplace(std::make_pair(x, r), 0.0);
       if (!fresh) return it->second;
       // The other groups at r, each present a fraction of x's busy time, independently.
       int own = 0;
-      std::vector<std::pair<double, int>> others;  // (presence, flows)
+      others.clear();
       for (const auto& [y, count] : at_resource[r]) {
         if (y == x) {
           own = count;
@@ -230,7 +261,7 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
           others.emplace_back(p, count);
         }
       }
-      it->second = MeanShare(own, others);
+      it->second = MeanShare(own, others, &dist);
       return it->second;
     };
     std::vector<Seconds> next(groups.size(), 0.0);

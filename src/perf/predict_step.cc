@@ -351,8 +351,13 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
         }
       }
       std::vector<Seconds> f, b;
-      std::vector<double> key = {static_cast<double>(pipe.micro_batches),
-                                 static_cast<double>(pipe.chunks)};
+      f.reserve(costs[k].size());
+      b.reserve(costs[k].size());
+      std::vector<double> key;
+      key.reserve(2 + 2 * costs[k].size() + ready[k].size() + links.fwd_s[k].size() +
+                  links.bwd_s[k].size() + group_links.size());
+      key.push_back(static_cast<double>(pipe.micro_batches));
+      key.push_back(static_cast<double>(pipe.chunks));
       for (const StageCost& c : costs[k]) {
         f.push_back(c.forward_s);
         b.push_back(c.backward_s);

@@ -251,7 +251,7 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
     auto push = [&rs](StepOpKind kind, int collective, int64_t layer, int64_t elements) {
       rs.ops.push_back(StepOp{kind, collective, layer, elements});
     };
-    rs.ops.reserve(2 * mine.size() + 8);
+    rs.ops.reserve(3 * mine.size() + 7);  // every op below, at most
     if (!rs.idle()) {
       int64_t params = 0, norm = 0, updated = 0;
       for (const Holding& h : mine) {
