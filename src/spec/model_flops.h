@@ -1,8 +1,8 @@
 // FLOP counts of a Llama-style decoder (ModelSpec) per micro-batch, per iteration and per
 // token, and MFU: the one count behind every MFU and GFLOP/s motley prints (the predictor's, the
 // planner's references, and the trainers' measured ones) and the input of the roofline compute
-// model. Counts multiply-adds as 2 FLOPs and
-// cover the matmuls only (norms, RoPE, SwiGLU and softmax are memory-bound and timed by bytes).
+// model. Counts multiply-adds as 2 FLOPs and covers the matmuls only (norms, RoPE, SwiGLU and
+// softmax are memory-bound and timed by bytes).
 //
 // Letters: b micro-batch size (sequences), s sequence length, h hidden, F SwiGLU width, V
 // vocabulary, a heads, L blocks. With F = 8h/3 and no grouped-query attention these counts equal

@@ -70,7 +70,7 @@ TEST(FlopsTest, PerTokenIsSixNPlusAttention) {
   m.num_kv_heads = 8;
   m.ffn_hidden = 3 * m.hidden + 64;
   const double norms = static_cast<double>(2 * m.num_blocks * m.hidden + m.hidden);
-  const double n = static_cast<double>(m.num_blocks * m.BlockParams() + m.HeadParams()) - norms;
+  const double n = static_cast<double>(m.NonEmbeddingParams()) - norms;  // the matmul weights
   const double palm = 6.0 * n + 12.0 * 96 * 12288 * 2048;
   EXPECT_NEAR(ModelFlopsPerToken(m, 2048) / palm, 1.0, 1e-12);
 }

@@ -30,8 +30,9 @@ struct ModelSpec {
   // Final RMSNorm + LM head (untied).
   int64_t HeadParams() const { return hidden + vocab_size * hidden; }
   int64_t TotalParams() const;
-  // Parameters that cost matmul FLOPs per token or ride along with them: every block, the final
-  // norm and the LM head (the embedding is a lookup).
+  // Every block, the final norm and the LM head (the embedding is a lookup): the model size
+  // `motley validate` and the serial trainer's summary print. The FLOP count (model_flops.h)
+  // counts the matmul weights only, this less the norms.
   int64_t NonEmbeddingParams() const { return num_blocks * BlockParams() + HeadParams(); }
   // Whether Megatron TP of `degree` can split this model: degree >= 1 divides NH, NKV and F.
   bool SplitsForTensorParallel(int64_t degree) const {
