@@ -55,6 +55,10 @@ std::vector<int> ValidTp(const spec::ClusterSpec& cluster, const spec::ModelSpec
 
 namespace {
 
+// How many TP degrees of each type mixed layouts take on clusters that are not small: the type's
+// fastest alone (PlanCluster's phase 1).
+constexpr int kMixedTpDegrees = 2;
+
 // One layout to evaluate over micro-batch sizes and recompute choices (Search::TryLayout).
 struct LayoutJob {
   std::shared_ptr<const std::vector<Unit>> units;
@@ -89,6 +93,9 @@ struct Search {
   const int threads;
   std::vector<LayoutJob> pending;  // queued layouts (threads > 1), evaluated by Flush()
   bool small = false;
+  // Whether mixed layouts follow that take each type's kMixedTpDegrees fastest TP degrees alone
+  // (PlanCluster's phase 2 on a cluster that is not small).
+  bool tp_order_matters = false;
   std::vector<Candidate> top;                 // sorted by predicted time, at most rank_top
   std::map<int, std::vector<std::pair<double, int>>> per_type_tp;  // type -> (time, tp)
   std::map<int, Candidate> best_per_type;     // homogeneous: best plan per single type
@@ -160,19 +167,40 @@ struct Search {
     const double inf = std::numeric_limits<double>::infinity();
     double at =
         static_cast<int>(top.size()) >= options.rank_top ? top.back().prediction.iteration_s : inf;
-    if (single_type >= 0) {
-      double best_tp = inf;
-      auto it = per_type_tp.find(single_type);
-      if (it != per_type_tp.end()) {
-        for (const auto& [time, tp] : it->second) {
-          if (tp == single_tp) best_tp = std::min(best_tp, time);
-        }
-      }
-      at = std::max(at, best_tp);
-    }
+    if (single_type >= 0) at = std::max(at, PerTypeThreshold(single_type, single_tp));
     if (identical_shape)
       at = std::max(at, best_identical ? best_identical->prediction.iteration_s : inf);
     return at;
+  }
+
+  // The per-type records' part of PruneAbove for a layout of `type` alone at TP `tp`. A
+  // single-type evaluation matters to them where it can change the best plan of the type (below
+  // the type's fastest time) or which TP degrees mixed layouts take and in what order (the
+  // kMixedTpDegrees fastest, by (fastest time, tp)): with the type's TP degrees in that order,
+  // r_1, r_2, ..., one at r_i (2 <= i <= k) only by passing r_(i-1), one beyond r_k (or with no
+  // time yet) only by passing r_k (none to pass while fewer than k have times). Where mixed
+  // layouts do not follow (small clusters try every TP degree; a search of one type has no
+  // mixed layouts), only the type's fastest time counts. Records only fall as the search goes
+  // on, and so does this threshold: a batch of threads judged against the records as they stood
+  // when it started prunes only what one thread would.
+  double PerTypeThreshold(int type, int tp) const {
+    const double inf = std::numeric_limits<double>::infinity();
+    auto it = per_type_tp.find(type);
+    if (it == per_type_tp.end()) return inf;
+    std::map<int, double> fastest;  // tp -> its fastest time
+    for (const auto& [time, t] : it->second) {
+      auto [f, fresh] = fastest.emplace(t, time);
+      if (!fresh) f->second = std::min(f->second, time);
+    }
+    std::vector<std::pair<double, int>> order;  // (fastest time, tp), as phase 1 ranks them
+    for (const auto& [t, time] : fastest) order.emplace_back(time, t);
+    std::sort(order.begin(), order.end());
+    if (!tp_order_matters) return order.front().first;
+    const auto k = static_cast<size_t>(kMixedTpDegrees);
+    for (size_t i = 0; i < order.size() && i < k; ++i) {
+      if (order[i].second == tp) return order[i == 0 ? 0 : i - 1].first;
+    }
+    return order.size() >= k ? order[k - 1].first : inf;
   }
 
   // Queues one layout (each distinct layout once); with one thread it is evaluated at once.
@@ -527,6 +555,7 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
     }
   }
   s.small = static_cast<int>(BuildUnits(cluster, TpAssignment(cluster.device_types.size(), 1)).size()) <= 8;
+  s.tp_order_matters = !s.small && types.size() >= 2;
   auto progress = [&](std::string_view what, double f) {
     if (options.progress) options.progress(what, f);
   };
@@ -550,7 +579,7 @@ Result<PlanReport> PlanCluster(const perf::Predictor& predictor, const PlannerOp
     if (!s.small) {
       for (const auto& [time, tp] : found) {
         if (std::find(best_tp.begin(), best_tp.end(), tp) == best_tp.end()) best_tp.push_back(tp);
-        if (best_tp.size() == 2) break;
+        if (best_tp.size() == static_cast<size_t>(kMixedTpDegrees)) break;
       }
     }
     if (best_tp.empty()) best_tp = ValidTp(cluster, model, options, t);

@@ -13,8 +13,12 @@
 namespace motley::plan {
 namespace {
 
-void ExpectSameSearch(const testing::World& w, const std::string& what) {
+// `only_types`: the search of those types alone (one type: the homogeneous sum's per-type
+// search, where a single-type layout is pruned against the type's fastest time only).
+void ExpectSameSearch(const testing::World& w, const std::string& what,
+                      const std::vector<int>& only_types = {}) {
   PlannerOptions options;
+  options.only_types = only_types;
   options.baselines = false;
   options.confirm_top = 1;
   options.prune = false;
@@ -60,6 +64,7 @@ TEST(PruningTest, PrunedSearchEqualsTheFullSearch) {
       {{"h", "h100", 2, 8, "nvlink", "ib-hdr"}, {"a", "a100-40g", 2, 8, "nvlink", "roce-100g"}},
       "eth-25g", "llama2-7b", 64, 2048);
   ExpectSameSearch(*two, "h100 + a100-40g, 32 devices");
+  ExpectSameSearch(*two, "a100-40g alone, 16 devices", {1});
   if (kSanitizedBuild) return;  // one cluster there: the searches run tens of times slower
   // Three types on mixed NICs, 64 devices, a model that binds memory on the small devices.
   auto three = testing::MakeWorld({{"h", "h100", 2, 8, "nvlink", "ib-hdr"},
