@@ -175,6 +175,7 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       ++at_resource[paths[f].resources[static_cast<size_t>(i)]][group_of[f]];
     }
   }
+  std::vector<TransferSpan> spans;  // one walk's transfers; its capacity kept for the next
   constexpr int kRounds = 2;
   for (int round = 0; round < kRounds; ++round) {
     // When each group's transfers occupy their link, from a walk of its pipeline. Identical
@@ -204,7 +205,7 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       auto [it, fresh] = walk_index.emplace(std::move(key), walks.size());
       walk_of[k] = it->second;
       if (!fresh) continue;
-      std::vector<TransferSpan> spans;
+      spans.clear();
       PipelinePhaseEnds(f, b, std::vector<Seconds>(static_cast<size_t>(pipe.num_stages()), 0.0),
                         out.fwd_s[k], out.bwd_s[k], pipe.micro_batches, plan.schedule, &spans,
                         pipe.chunks);

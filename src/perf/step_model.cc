@@ -94,12 +94,13 @@ RingSteps RingStepsOf(const sched::Collective& col, double element_bytes) {
 
 namespace {
 
-using sched::Action;
 using sched::ActionKind;
 
-// The exact walk of the action lists for m micro-batches (see step_model.h). Virtual stage
-// s = chunk * p + i of device group i; boundary b joins virtual stages b and b + 1 (device groups
-// b mod p and (b + 1) mod p); a transfer queues on the directed pair of groups it crosses.
+// The exact walk of the action lists for m micro-batches (see step_model.h): a replay of the
+// schedule's walk order (sched/walk_order.h), which says in what order the groups' actions run.
+// Virtual stage s = chunk * p + i of device group i; boundary b joins virtual stages b and b + 1
+// (device groups b mod p and (b + 1) mod p); a transfer queues on the directed pair of groups it
+// crosses.
 std::vector<Seconds> WalkPipeline(
     const std::vector<Seconds>& forward_s, const std::vector<Seconds>& backward_s,
     const std::vector<Seconds>& ready_s, const std::vector<Seconds>& fwd_link_s,
@@ -109,92 +110,49 @@ std::vector<Seconds> WalkPipeline(
   const int num_virtual = static_cast<int>(forward_s.size());
   auto built = sched::StoredSchedule(schedule, p, m, chunks);
   MOTLEY_CHECK(built.ok(), built.status().message());
-  const sched::Schedule& sch = (*built)->schedule;
-  constexpr Seconds kUnknown = -1;
   const auto num_boundaries = static_cast<size_t>(num_virtual > 1 ? num_virtual - 1 : 0);
-  // arrive_fwd[b][k]: activation k at virtual stage b + 1; arrive_bwd[b][k]: gradient k at b.
-  std::vector<std::vector<Seconds>> arrive_fwd(
-      num_boundaries, std::vector<Seconds>(static_cast<size_t>(m), kUnknown));
-  std::vector<std::vector<Seconds>> arrive_bwd = arrive_fwd;
+  const auto mu = static_cast<size_t>(m);
+  // When message k crosses boundary b: activations [b * m + k] (at virtual stage b + 1) and
+  // gradients [b * m + k] (at b). The walk order reads each only after writing it.
+  std::vector<Seconds> arrive_fwd(num_boundaries * mu);
+  std::vector<Seconds> arrive_bwd(num_boundaries * mu);
   // When each directed pair of device groups is free: [from * p + to].
   std::vector<Seconds> link_free(static_cast<size_t>(p * p), 0.0);
   if (group_links != nullptr) link_free = *group_links;
-  auto link = [&](int from, int to) -> Seconds& {
-    return link_free[static_cast<size_t>(from * p + to)];
-  };
-  std::vector<size_t> pc(static_cast<size_t>(p), 0);
-  std::vector<bool> posted(static_cast<size_t>(p), false);
   std::vector<Seconds> t = ready_s;
-  std::vector<int> work;
-  for (int i = p - 1; i >= 0; --i) work.push_back(i);
-  while (!work.empty()) {
-    const int i = work.back();
-    work.pop_back();
-    const auto iu = static_cast<size_t>(i);
-    const std::vector<Action>& list = sch.stages[iu];
-    while (pc[iu] < list.size()) {
-      const Action& a = list[pc[iu]];
-      const auto s = static_cast<size_t>(a.chunk * p + i);  // virtual stage
-      if (a.kind == ActionKind::kForward) {
-        t[iu] += forward_s[s];
-        ++pc[iu];
-        continue;
-      }
-      if (a.kind == ActionKind::kBackward) {
-        t[iu] += backward_s[s];
-        ++pc[iu];
-        continue;
-      }
-      size_t end = pc[iu];
-      while (end < list.size() && sched::IsCommunication(list[end].kind)) ++end;
-      if (!posted[iu]) {
-        for (size_t j = pc[iu]; j < end; ++j) {
-          const Action& x = list[j];
-          const auto xk = static_cast<size_t>(x.micro_batch);
-          const int xs = x.chunk * p + i;
-          if (x.kind == ActionKind::kSendForward) {
-            const auto b = static_cast<size_t>(xs);
-            Seconds& free = link(i, (xs + 1) % p);
-            const Seconds from = std::max(t[iu], free);
-            const Seconds at = from + fwd_link_s[b];
-            free = at;
-            arrive_fwd[b][xk] = at;
-            work.push_back((xs + 1) % p);
-            if (transfers != nullptr) transfers->push_back(TransferSpan{xs, 0, from, at});
-          } else if (x.kind == ActionKind::kSendBackward) {
-            const auto b = static_cast<size_t>(xs - 1);
-            Seconds& free = link(i, (xs - 1) % p);
-            const Seconds from = std::max(t[iu], free);
-            const Seconds at = from + bwd_link_s[b];
-            free = at;
-            arrive_bwd[b][xk] = at;
-            work.push_back(static_cast<int>(b % static_cast<size_t>(p)));
-            if (transfers != nullptr) transfers->push_back(TransferSpan{xs - 1, 1, from, at});
-          }
+  for (const sched::WalkStep& w : (*built)->walk_order) {
+    const auto i = static_cast<size_t>(w.group);
+    const auto s = static_cast<size_t>(w.virtual_stage);
+    const auto k = static_cast<size_t>(w.micro_batch);
+    switch (w.kind) {
+      case ActionKind::kForward: t[i] += forward_s[s]; break;
+      case ActionKind::kBackward: t[i] += backward_s[s]; break;
+      case ActionKind::kSendForward: {
+        Seconds& free = link_free[i * static_cast<size_t>(p) + (s + 1) % static_cast<size_t>(p)];
+        const Seconds from = std::max(t[i], free);
+        const Seconds at = from + fwd_link_s[s];
+        free = at;
+        arrive_fwd[s * mu + k] = at;
+        if (transfers != nullptr) {
+          transfers->push_back(TransferSpan{w.virtual_stage, 0, from, at});
         }
-        posted[iu] = true;
+        break;
       }
-      Seconds done = t[iu];
-      bool blocked = false;
-      for (size_t j = pc[iu]; j < end && !blocked; ++j) {
-        const Action& x = list[j];
-        const auto xk = static_cast<size_t>(x.micro_batch);
-        const auto xs = static_cast<size_t>(x.chunk * p + i);
-        Seconds at = -2;
-        if (x.kind == ActionKind::kRecvForward) at = arrive_fwd[xs - 1][xk];
-        if (x.kind == ActionKind::kRecvBackward) at = arrive_bwd[xs][xk];
-        if (at == kUnknown) blocked = true;
-        done = std::max(done, at);
+      case ActionKind::kSendBackward: {
+        Seconds& free = link_free[i * static_cast<size_t>(p) + (s - 1) % static_cast<size_t>(p)];
+        const Seconds from = std::max(t[i], free);
+        const Seconds at = from + bwd_link_s[s - 1];
+        free = at;
+        arrive_bwd[(s - 1) * mu + k] = at;
+        if (transfers != nullptr) {
+          transfers->push_back(TransferSpan{w.virtual_stage - 1, 1, from, at});
+        }
+        break;
       }
-      if (blocked) break;
-      t[iu] = done;
-      pc[iu] = end;
-      posted[iu] = false;
+      case ActionKind::kRecvForward: t[i] = std::max(t[i], arrive_fwd[(s - 1) * mu + k]); break;
+      case ActionKind::kRecvBackward: t[i] = std::max(t[i], arrive_bwd[s * mu + k]); break;
+      default: MOTLEY_CHECK(false, "pipeline walk: a step action in the walk order");
     }
-  }
-  for (int i = 0; i < p; ++i) {
-    MOTLEY_CHECK(pc[static_cast<size_t>(i)] == sch.stages[static_cast<size_t>(i)].size(),
-                 "pipeline walk deadlocked");
   }
   if (group_links != nullptr) *group_links = link_free;
   return t;

@@ -1,8 +1,8 @@
 // PlanSchedules: one BuildSchedule per distinct (kind, stage count, micro-batch count, model
-// chunks) in the process, kept in a locked store of at most kMaxStoredActions actions: when a new
-// schedule would pass it, the least recently used entries holding half of it are dropped, so a
-// long search over many micro-batch counts stays within ~64 MiB of lists (a plan in use keeps its
-// own schedules alive through shared pointers).
+// chunks) in the process, kept in a locked store of at most kMaxStoredBytes of action lists and
+// walk orders: when a new schedule would pass it, the least recently used entries holding half of
+// it are dropped, so a long search over many micro-batch counts stays within that (a plan in use
+// keeps its own schedules alive through shared pointers).
 #include "sched/plan_schedules.h"
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 namespace motley::sched {
 namespace {
 
-constexpr size_t kMaxStoredActions = size_t{1} << 22;  // 16 bytes each
+constexpr size_t kMaxStoredBytes = size_t{96} << 20;
 
 using Key = std::tuple<int, int, int64_t, int>;  // (kind, stages, micro-batches, chunks)
 
@@ -24,12 +24,12 @@ Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedu
                                                             int64_t micro_batches, int chunks) {
   struct Entry {
     std::shared_ptr<const BuiltSchedule> built;
-    size_t actions = 0;
+    size_t bytes = 0;
     uint64_t last_use = 0;
   };
   static std::mutex mutex;
   static std::map<Key, Entry> store;
-  static size_t stored_actions = 0;
+  static size_t stored_bytes = 0;
   static uint64_t clock = 0;
   const Key key(static_cast<int>(kind), stages, micro_batches, chunks);
   {
@@ -45,7 +45,7 @@ Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedu
   MOTLEY_ASSIGN_OR_RETURN(Schedule s, BuildSchedule(kind, stages, micro_batches, options));
   auto built = std::make_shared<BuiltSchedule>();
   built->schedule = std::move(s);
-  size_t actions = 0;
+  size_t bytes = 0;
   built->in_flight.resize(static_cast<size_t>(stages * chunks));
   for (int i = 0; i < stages; ++i) {
     for (int c = 0; c < chunks; ++c) {
@@ -53,21 +53,23 @@ Result<std::shared_ptr<const BuiltSchedule>> StoredSchedule(spec::PipelineSchedu
           InFlightMicroBatches(built->schedule, i, chunks > 1 ? c : -1);
     }
     built->buffers_held.push_back(PipelineBuffersHeld(built->schedule, i));
-    actions += built->schedule.stages[static_cast<size_t>(i)].size();
+    bytes += built->schedule.stages[static_cast<size_t>(i)].size() * sizeof(Action);
   }
+  built->walk_order = RecordWalkOrder(built->schedule);
+  bytes += built->walk_order.size() * sizeof(WalkStep);
   const std::lock_guard<std::mutex> lock(mutex);
-  if (stored_actions + actions > kMaxStoredActions) {
+  if (stored_bytes + bytes > kMaxStoredBytes) {
     std::vector<std::pair<uint64_t, Key>> by_age;
     for (const auto& [k, e] : store) by_age.emplace_back(e.last_use, k);
     std::sort(by_age.begin(), by_age.end());
     for (const auto& [use, k] : by_age) {
-      if (stored_actions + actions <= kMaxStoredActions / 2) break;
-      stored_actions -= store.at(k).actions;
+      if (stored_bytes + bytes <= kMaxStoredBytes / 2) break;
+      stored_bytes -= store.at(k).bytes;
       store.erase(k);
     }
   }
-  auto [it, inserted] = store.emplace(key, Entry{std::move(built), actions, ++clock});
-  if (inserted) stored_actions += actions;
+  auto [it, inserted] = store.emplace(key, Entry{std::move(built), bytes, ++clock});
+  if (inserted) stored_bytes += bytes;
   return it->second.built;
 }
 

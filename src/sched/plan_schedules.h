@@ -4,7 +4,7 @@
 // have. The step program (step_program.cc), the predictor's memory check and memory fill
 // (perf/predictor.cc), the exact pipeline walk (perf/step_model.cc) and the simulator's pipeline
 // phase (sim/simulator.cc) all take their schedules from here, with each stage's in-flight and
-// transfer-buffer counts computed once.
+// transfer-buffer counts and the walk order (walk_order.h) computed once.
 // Thread-safe: the process-wide store is locked, and a built schedule is immutable.
 #pragma once
 
@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "sched/schedule.h"
+#include "sched/walk_order.h"
 #include "spec/plan.h"
 
 namespace motley::sched {
@@ -26,6 +27,7 @@ struct BuiltSchedule {
   // micro-batches; the stage's, without interleaving).
   std::vector<int64_t> in_flight;
   std::vector<int64_t> buffers_held;  // PipelineBuffersHeld per device group
+  std::vector<WalkStep> walk_order;   // RecordWalkOrder: the timed pipeline walk replays it
 };
 
 // The process-wide store's schedule of one pipeline shape (`stages` device groups, `chunks` model
