@@ -102,7 +102,7 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
     size_t pipeline = 0;
     size_t boundary = 0;
     int dir = 0;  // 0: activations i -> i + 1; 1: gradients i + 1 -> i
-    std::vector<size_t> flows;
+    size_t flows = 0;  // how many of `paths` (consecutive) are this group's
   };
   std::vector<Group> groups;
   std::vector<FlowPath> paths;
@@ -117,17 +117,17 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
         const spec::StagePlan& from = pipe.stages[dir == 0 ? i : i + 1];
         const spec::StagePlan& to = pipe.stages[dir == 0 ? i + 1 : i];
         if (from.devices.front() == to.devices.front()) continue;
-        Group g{k, i, dir, {}};
+        Group g{k, i, dir, 0};
         for (size_t j = 0; j < to.devices.size(); ++j) {
           const int peer = spec::BoundaryPeer(static_cast<int>(j), from.tp_degree);
           const int a = from.devices[static_cast<size_t>(peer)];
           const int b = to.devices[j];
           if (a == b) continue;
-          g.flows.push_back(paths.size());
+          ++g.flows;
           paths.push_back(PathOf(a, b, links));
           group_of.push_back(groups.size());
         }
-        if (!g.flows.empty()) groups.push_back(std::move(g));
+        if (g.flows > 0) groups.push_back(g);
       }
     }
   }
@@ -176,6 +176,7 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
     }
   }
   std::vector<TransferSpan> spans;  // one walk's transfers; its capacity kept for the next
+  std::vector<double> walk_key;     // a pipeline's key in walk_index (scratch)
   constexpr int kRounds = 2;
   for (int round = 0; round < kRounds; ++round) {
     // When each group's transfers occupy their link, from a walk of its pipeline. Identical
@@ -186,25 +187,29 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
     std::vector<size_t> walk_of(np, 0);
     for (size_t k = 0; k < np; ++k) {
       const spec::PipelinePlan& pipe = plan.pipelines[k];
+      walk_key.clear();
+      walk_key.push_back(static_cast<double>(pipe.micro_batches));
+      walk_key.push_back(static_cast<double>(pipe.chunks));
+      for (const StageCost& c : (*costs)[k]) {
+        walk_key.push_back(c.forward_s);
+        walk_key.push_back(c.backward_s);
+      }
+      walk_key.insert(walk_key.end(), out.fwd_s[k].begin(), out.fwd_s[k].end());
+      walk_key.insert(walk_key.end(), out.bwd_s[k].begin(), out.bwd_s[k].end());
+      if (auto it = walk_index.find(walk_key); it != walk_index.end()) {
+        walk_of[k] = it->second;
+        continue;
+      }
+      walk_of[k] = walks.size();
+      walk_index.emplace(walk_key, walks.size());
       std::vector<Seconds> f;
       std::vector<Seconds> b;
       f.reserve((*costs)[k].size());
       b.reserve((*costs)[k].size());
-      std::vector<double> key;
-      key.reserve(2 + 2 * (*costs)[k].size() + out.fwd_s[k].size() + out.bwd_s[k].size());
-      key.push_back(static_cast<double>(pipe.micro_batches));
-      key.push_back(static_cast<double>(pipe.chunks));
       for (const StageCost& c : (*costs)[k]) {
         f.push_back(c.forward_s);
         b.push_back(c.backward_s);
-        key.push_back(c.forward_s);
-        key.push_back(c.backward_s);
       }
-      key.insert(key.end(), out.fwd_s[k].begin(), out.fwd_s[k].end());
-      key.insert(key.end(), out.bwd_s[k].begin(), out.bwd_s[k].end());
-      auto [it, fresh] = walk_index.emplace(std::move(key), walks.size());
-      walk_of[k] = it->second;
-      if (!fresh) continue;
       spans.clear();
       PipelinePhaseEnds(f, b, std::vector<Seconds>(static_cast<size_t>(pipe.num_stages()), 0.0),
                         out.fwd_s[k], out.bwd_s[k], pipe.micro_batches, plan.schedule, &spans,

@@ -136,6 +136,7 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
   for (size_t c = 0; c < program.collectives.size(); ++c) {
     const sched::Collective& col = program.collectives[c];
     if (col.layer < 0) continue;
+    timed[c].staging_s.reserve(col.members.size());
     for (int r : col.members) {
       const RankTiming& rk = timing[static_cast<size_t>(r)];
       const int tp = program.ranks[static_cast<size_t>(r)].tp_degree;
@@ -338,6 +339,7 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
   // Identical pipelines from identical ready times and links, within and across the walks below:
   // per key, the groups' ends and the group links after the walk.
   std::map<std::vector<double>, std::pair<std::vector<Seconds>, std::vector<Seconds>>> phase_cache;
+  std::vector<double> phase_key;  // a pipeline's key in phase_cache (scratch)
   auto own_phase = [&](const std::vector<std::vector<Seconds>>& ready) {
     std::vector<std::vector<Seconds>> ends(np);
     auto& cache = phase_cache;
@@ -350,31 +352,32 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
           if (it != link_free.end()) group_links[g] = std::max(group_links[g], it->second);
         }
       }
-      std::vector<Seconds> f, b;
-      f.reserve(costs[k].size());
-      b.reserve(costs[k].size());
-      std::vector<double> key;
-      key.reserve(2 + 2 * costs[k].size() + ready[k].size() + links.fwd_s[k].size() +
-                  links.bwd_s[k].size() + group_links.size());
-      key.push_back(static_cast<double>(pipe.micro_batches));
-      key.push_back(static_cast<double>(pipe.chunks));
+      phase_key.clear();
+      phase_key.push_back(static_cast<double>(pipe.micro_batches));
+      phase_key.push_back(static_cast<double>(pipe.chunks));
       for (const StageCost& c : costs[k]) {
-        f.push_back(c.forward_s);
-        b.push_back(c.backward_s);
-        key.push_back(c.forward_s);
-        key.push_back(c.backward_s);
+        phase_key.push_back(c.forward_s);
+        phase_key.push_back(c.backward_s);
       }
-      key.insert(key.end(), ready[k].begin(), ready[k].end());
-      key.insert(key.end(), links.fwd_s[k].begin(), links.fwd_s[k].end());
-      key.insert(key.end(), links.bwd_s[k].begin(), links.bwd_s[k].end());
-      key.insert(key.end(), group_links.begin(), group_links.end());
-      auto it = cache.find(key);
+      phase_key.insert(phase_key.end(), ready[k].begin(), ready[k].end());
+      phase_key.insert(phase_key.end(), links.fwd_s[k].begin(), links.fwd_s[k].end());
+      phase_key.insert(phase_key.end(), links.bwd_s[k].begin(), links.bwd_s[k].end());
+      phase_key.insert(phase_key.end(), group_links.begin(), group_links.end());
+      auto it = cache.find(phase_key);
       if (it == cache.end()) {
+        std::vector<Seconds> f, b;
+        f.reserve(costs[k].size());
+        b.reserve(costs[k].size());
+        for (const StageCost& c : costs[k]) {
+          f.push_back(c.forward_s);
+          b.push_back(c.backward_s);
+        }
         std::vector<Seconds> after = group_links;
         std::vector<Seconds> phase_ends =
             PipelinePhaseEnds(f, b, ready[k], links.fwd_s[k], links.bwd_s[k], pipe.micro_batches,
                               plan.schedule, nullptr, pipe.chunks, exact ? &after : nullptr);
-        it = cache.emplace(key, std::make_pair(std::move(phase_ends), std::move(after))).first;
+        it =
+            cache.emplace(phase_key, std::make_pair(std::move(phase_ends), std::move(after))).first;
       }
       ends[k] = it->second.first;
       for (size_t g = 0; g < group_pairs[k].size(); ++g) {
@@ -391,16 +394,18 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
   std::vector<Seconds> optimizer_s(n, 0.0);
   // Each rank's local op times, computed once for the walks below (0 for the pipeline and
   // collective ops: the pipeline phase is timed for all ranks at once).
-  std::vector<std::vector<Seconds>> op_time(n);
+  // Flat: rank r's ops from op_begin[r].
+  std::vector<size_t> op_begin(n + 1, 0);
+  for (size_t r = 0; r < n; ++r) op_begin[r + 1] = op_begin[r] + program.ranks[r].ops.size();
+  std::vector<Seconds> op_time(op_begin[n]);
   for (size_t r = 0; r < n; ++r) {
     const std::vector<sched::StepOp>& ops = program.ranks[r].ops;
-    op_time[r].resize(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
-      op_time[r][i] = LocalOpTime(timing[r].type, timing[r].rate, ops[i]);
+      op_time[op_begin[r] + i] = LocalOpTime(timing[r].type, timing[r].rate, ops[i]);
     }
   }
   auto local_op = [&](size_t r, size_t i) -> Seconds {
-    const Seconds t = op_time[r][i];
+    const Seconds t = op_time[op_begin[r] + i];
     if (program.ranks[r].ops[i].kind == StepOpKind::kOptimizer) optimizer_s[r] += t;
     return t;
   };

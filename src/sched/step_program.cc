@@ -182,29 +182,35 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
   std::vector<std::vector<Holding>> held(static_cast<size_t>(n));
   spec::LayerParamsMemo layer_params(model);
   std::vector<int> all_gathers;  // ZeRO-1 reduce-scatters whose all-gather follows the update
-  for (const spec::LayerGroup& group : spec::DataParallelGroups(plan, L)) {
+  const std::vector<spec::LayerGroup> groups = spec::DataParallelGroups(plan, L);
+  program.collectives.reserve(2 * groups.size() + 3);  // with ZeRO-1 all-gathers and the world's
+  {
+    std::vector<size_t> holdings(static_cast<size_t>(n), 0);
+    for (const spec::LayerGroup& group : groups) {
+      for (int device : group.devices) ++holdings[static_cast<size_t>(rank_of(device))];
+    }
+    for (size_t r = 0; r < held.size(); ++r) held[r].reserve(holdings[r]);
+  }
+  for (const spec::LayerGroup& group : groups) {
     std::vector<int> members;
     members.reserve(group.devices.size());
     for (int device : group.devices) members.push_back(rank_of(device));
     int collective = -1;
-    std::vector<int64_t> chunks;
+    Collective c;  // pushed after the holdings, which read its chunks
     if (members.size() > 1) {
-      Collective c;
       c.layer = group.layer;
       c.mixed = group.mixed;
       c.tp_rank = group.tp_rank;
-      c.members = members;
       c.elements = layer_params.Of(group.layer, group.tp_degree).total();
       const int shard_degree = program.zero1 ? spec::Zero1ShardDegree(group) : 1;
       c.kind = shard_degree > 1 ? StepOpKind::kLayerReduceScatter : StepOpKind::kLayerAllReduce;
       if (shard_degree > 1) {
         c.chunks = EvenCounts(c.elements, shard_degree);
-        chunks = c.chunks;
         all_gathers.push_back(static_cast<int>(program.collectives.size()));
       }
       collective = static_cast<int>(program.collectives.size());
-      program.collectives.push_back(std::move(c));
     }
+    const std::vector<int64_t>& chunks = c.chunks;
     for (size_t q = 0; q < members.size(); ++q) {
       const RankStep& rs = program.ranks[static_cast<size_t>(members[q])];
       Holding h;
@@ -215,6 +221,10 @@ Result<StepProgram> BuildStepProgram(const spec::Plan& plan, const spec::ModelSp
       h.collective = collective;
       if (!chunks.empty()) h.chunk = chunks[q];
       held[static_cast<size_t>(members[q])].push_back(h);
+    }
+    if (collective >= 0) {
+      c.members = std::move(members);
+      program.collectives.push_back(std::move(c));
     }
   }
   // The world collectives, then each ZeRO-1 layer's all-gather (after the update).
