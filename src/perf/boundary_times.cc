@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <map>
 #include <memory_resource>
+#include <span>
 #include <vector>
 
 #include "perf/network.h"
@@ -29,9 +30,12 @@
 namespace motley::perf {
 namespace {
 
+// One boundary direction's transfers in one walk: (start, arrival) of each, disjoint, sorted by
+// start.
+using BusyList = std::span<const TransferBusy>;
+
 // Total length of the intersection of two lists of disjoint intervals, each sorted by start.
-Seconds OverlapLength(const std::vector<std::pair<Seconds, Seconds>>& a,
-                      const std::vector<std::pair<Seconds, Seconds>>& b) {
+Seconds OverlapLength(BusyList a, BusyList b) {
   Seconds total = 0;
   size_t i = 0;
   size_t j = 0;
@@ -175,16 +179,23 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
       ++at_resource[paths[f].resources[static_cast<size_t>(i)]][group_of[f]];
     }
   }
-  std::vector<TransferSpan> spans;  // one walk's transfers; its capacity kept for the next
-  std::vector<double> walk_key;     // a pipeline's key in walk_index (scratch)
+  std::vector<double> walk_key;  // a pipeline's key in walk_index (scratch)
+  // A round's busy lists, one per (distinct walk, boundary, direction), stored end to end in
+  // busy_flat, each of its walk's m entries in PipelinePhaseEnds's order (TransferIndex): list l
+  // is busy_flat[list_start[l], list_start[l + 1]). Kept across rounds, so a solve allocates
+  // them about once.
+  std::vector<TransferBusy> busy_flat;
+  std::vector<size_t> list_start;
+  std::vector<size_t> walk_first_list;  // per distinct walk: its first list's index
   constexpr int kRounds = 2;
   for (int round = 0; round < kRounds; ++round) {
     // When each group's transfers occupy their link, from a walk of its pipeline. Identical
-    // pipelines (lockstep replicas) are walked once and share their groups' busy lists:
-    // busy_of[g] indexes `busy`, one list per (distinct walk, boundary, direction).
+    // pipelines (lockstep replicas) are walked once and share their groups' busy lists.
     std::map<std::vector<double>, size_t> walk_index;
-    std::vector<std::vector<std::vector<std::pair<Seconds, Seconds>>>> walks;  // [walk][b*2+dir]
     std::vector<size_t> walk_of(np, 0);
+    busy_flat.clear();
+    list_start.assign(1, 0);
+    walk_first_list.clear();
     for (size_t k = 0; k < np; ++k) {
       const spec::PipelinePlan& pipe = plan.pipelines[k];
       walk_key.clear();
@@ -200,8 +211,8 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
         walk_of[k] = it->second;
         continue;
       }
-      walk_of[k] = walks.size();
-      walk_index.emplace(walk_key, walks.size());
+      walk_of[k] = walk_first_list.size();
+      walk_index.emplace(walk_key, walk_first_list.size());
       std::vector<Seconds> f;
       std::vector<Seconds> b;
       f.reserve((*costs)[k].size());
@@ -210,44 +221,45 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
         f.push_back(c.forward_s);
         b.push_back(c.backward_s);
       }
-      spans.clear();
+      // The walk writes its lists in place, each sorted by start (step_model.h TransferIndex).
+      const size_t lists = 2 * (pipe.stages.empty() ? 0 : pipe.stages.size() - 1);
+      const auto m = static_cast<size_t>(pipe.micro_batches);
+      const size_t first = list_start.size() - 1;
+      const size_t base = busy_flat.size();
+      walk_first_list.push_back(first);
+      for (size_t l = 1; l <= lists; ++l) list_start.push_back(base + l * m);
+      busy_flat.resize(base + lists * m);
       PipelinePhaseEnds(f, b, std::vector<Seconds>(static_cast<size_t>(pipe.num_stages()), 0.0),
-                        out.fwd_s[k], out.bwd_s[k], pipe.micro_batches, plan.schedule, &spans,
-                        pipe.chunks);
-      std::vector<std::vector<std::pair<Seconds, Seconds>>>& lists =
-          walks.emplace_back(2 * (pipe.stages.empty() ? 0 : pipe.stages.size() - 1));
-      std::vector<size_t> sizes(lists.size(), 0);
-      for (const TransferSpan& t : spans) ++sizes[static_cast<size_t>(t.boundary * 2 + t.dir)];
-      for (size_t l = 0; l < lists.size(); ++l) lists[l].reserve(sizes[l]);
-      for (const TransferSpan& t : spans) {
-        lists[static_cast<size_t>(t.boundary * 2 + t.dir)].emplace_back(t.start_s, t.end_s);
-      }
-      // A list is posted in its sender's order, so it is usually sorted already.
-      for (auto& list : lists) {
-        if (!std::is_sorted(list.begin(), list.end())) std::sort(list.begin(), list.end());
-      }
+                        out.fwd_s[k], out.bwd_s[k], pipe.micro_batches, plan.schedule,
+                        std::span<TransferBusy>(busy_flat.data() + base, lists * m), pipe.chunks);
     }
-    auto busy = [&](size_t g) -> const std::vector<std::pair<Seconds, Seconds>>& {
-      return walks[walk_of[groups[g].pipeline]]
-                  [groups[g].boundary * 2 + static_cast<size_t>(groups[g].dir)];
+    // A list's identity (for the memos below) is its index.
+    auto list_of = [&](size_t g) {
+      return walk_first_list[walk_of[groups[g].pipeline]] + groups[g].boundary * 2 +
+             static_cast<size_t>(groups[g].dir);
+    };
+    auto busy = [&](size_t l) {
+      return BusyList(busy_flat.data() + list_start[l], list_start[l + 1] - list_start[l]);
     };
     // Busy time per distinct list, and the fraction of x's busy time during which y is busy,
     // per pair of distinct lists met at a resource.
-    std::pmr::map<const void*, Seconds> busy_total(&arena);
-    auto total = [&](const std::vector<std::pair<Seconds, Seconds>>& list) {
-      auto [it, fresh] = busy_total.emplace(&list, 0.0);
+    std::pmr::map<size_t, Seconds> busy_total(&arena);
+    auto total = [&](size_t l) {
+      auto [it, fresh] = busy_total.emplace(l, 0.0);
       if (fresh) {
-        for (const auto& [lo, hi] : list) it->second += hi - lo;
+        for (const auto& [lo, hi] : busy(l)) it->second += hi - lo;
       }
       return it->second;
     };
-    std::pmr::map<std::pair<const void*, const void*>, double> presence(&arena);
+    std::pmr::map<std::pair<size_t, size_t>, double> presence(&arena);
     auto fraction = [&](size_t x, size_t y) {
       if (x == y) return 1.0;
-      const auto& bx = busy(x);
-      const auto& by = busy(y);
-      auto [it, fresh] = presence.emplace(std::make_pair(&bx, &by), 0.0);
-      if (fresh && total(bx) > 0) it->second = std::min(1.0, OverlapLength(bx, by) / total(bx));
+      const size_t lx = list_of(x);
+      const size_t ly = list_of(y);
+      auto [it, fresh] = presence.emplace(std::make_pair(lx, ly), 0.0);
+      if (fresh && total(lx) > 0) {
+        it->second = std::min(1.0, OverlapLength(busy(lx), busy(ly)) / total(lx));
+      }
       return it->second;
     };
     // x's share of resource r, the same for all of x's flows there.

@@ -375,7 +375,7 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
         std::vector<Seconds> after = group_links;
         std::vector<Seconds> phase_ends =
             PipelinePhaseEnds(f, b, ready[k], links.fwd_s[k], links.bwd_s[k], pipe.micro_batches,
-                              plan.schedule, nullptr, pipe.chunks, exact ? &after : nullptr);
+                              plan.schedule, {}, pipe.chunks, exact ? &after : nullptr);
         it =
             cache.emplace(phase_key, std::make_pair(std::move(phase_ends), std::move(after))).first;
       }

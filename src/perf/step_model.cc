@@ -105,7 +105,7 @@ std::vector<Seconds> WalkPipeline(
     const std::vector<Seconds>& forward_s, const std::vector<Seconds>& backward_s,
     const std::vector<Seconds>& ready_s, const std::vector<Seconds>& fwd_link_s,
     const std::vector<Seconds>& bwd_link_s, int64_t m, spec::PipelineSchedule schedule, int chunks,
-    std::vector<TransferSpan>* transfers, std::vector<Seconds>* group_links) {
+    std::span<TransferBusy> transfers, std::vector<Seconds>* group_links) {
   const int p = static_cast<int>(ready_s.size());
   const int num_virtual = static_cast<int>(forward_s.size());
   auto built = sched::StoredSchedule(schedule, p, m, chunks);
@@ -133,9 +133,8 @@ std::vector<Seconds> WalkPipeline(
         const Seconds at = from + fwd_link_s[s];
         free = at;
         arrive_fwd[s * mu + k] = at;
-        if (transfers != nullptr) {
-          transfers->push_back(TransferSpan{w.virtual_stage, 0, from, at});
-        }
+        if (!transfers.empty())
+          transfers[TransferIndex(w.virtual_stage, 0, w.micro_batch, m)] = {from, at};
         break;
       }
       case ActionKind::kSendBackward: {
@@ -144,8 +143,8 @@ std::vector<Seconds> WalkPipeline(
         const Seconds at = from + bwd_link_s[s - 1];
         free = at;
         arrive_bwd[(s - 1) * mu + k] = at;
-        if (transfers != nullptr) {
-          transfers->push_back(TransferSpan{w.virtual_stage - 1, 1, from, at});
+        if (!transfers.empty()) {
+          transfers[TransferIndex(w.virtual_stage - 1, 1, w.micro_batch, m)] = {from, at};
         }
         break;
       }
@@ -164,14 +163,16 @@ std::vector<Seconds> PipelinePhaseEnds(
     const std::vector<Seconds>& forward_s, const std::vector<Seconds>& backward_s,
     const std::vector<Seconds>& ready_s, const std::vector<Seconds>& fwd_link_s,
     const std::vector<Seconds>& bwd_link_s, int64_t micro_batches, spec::PipelineSchedule schedule,
-    std::vector<TransferSpan>* transfers, int chunks, std::vector<Seconds>* group_links) {
+    std::span<TransferBusy> transfers, int chunks, std::vector<Seconds>* group_links) {
   const size_t num_virtual = forward_s.size();
   MOTLEY_CHECK(
       chunks >= 1 && !ready_s.empty() &&
           num_virtual == ready_s.size() * static_cast<size_t>(chunks) &&
           backward_s.size() == num_virtual && fwd_link_s.size() + 1 >= num_virtual &&
           bwd_link_s.size() + 1 >= num_virtual && micro_batches >= 1 &&
-          (group_links == nullptr || group_links->size() == ready_s.size() * ready_s.size()),
+          (group_links == nullptr || group_links->size() == ready_s.size() * ready_s.size()) &&
+          (transfers.empty() ||
+           transfers.size() == 2 * (num_virtual - 1) * static_cast<size_t>(micro_batches)),
       "bad pipeline phase input");
   return WalkPipeline(forward_s, backward_s, ready_s, fwd_link_s, bwd_link_s, micro_batches,
                       schedule, chunks, transfers, group_links);

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "core/units.h"
@@ -79,23 +81,25 @@ RingSteps RingStepsOf(const sched::Collective& collective, double element_bytes)
 // 2p + 4 micro-batches, as this function once did, was off by up to 6% against the event replay
 // at 64 micro-batches).
 // When a pipeline transfer occupies its link: from when it starts (its send, or the link freeing
-// up from the transfer before) to its arrival. `boundary` i joins (virtual) stages i and i + 1;
-// `dir` 0 is an activation (i -> i + 1), 1 a gradient.
-struct TransferSpan {
-  int boundary = 0;
-  int dir = 0;
-  Seconds start_s = 0;
-  Seconds end_s = 0;
-};
-// `transfers` (optional): every transfer of the walk, in the order they were posted.
+// up from the transfer before) to its arrival. Boundary b joins (virtual) stages b and b + 1;
+// direction 0 is an activation (b -> b + 1), 1 a gradient.
+using TransferBusy = std::pair<Seconds, Seconds>;
+// Where micro-batch k's transfer over boundary b in direction `dir` is in PipelinePhaseEnds's
+// `transfers`, of m micro-batches: each (boundary, direction) holds m consecutive entries, in
+// micro-batch order, which is also the order they take their link (sorted, disjoint).
+inline size_t TransferIndex(int boundary, int dir, int64_t k, int64_t m) {
+  return static_cast<size_t>((2 * static_cast<int64_t>(boundary) + dir) * m + k);
+}
+// `transfers` (optional): empty, or sized 2 (V - 1) m for V = forward_s.size() virtual stages;
+// filled at TransferIndex.
 std::vector<Seconds> PipelinePhaseEnds(const std::vector<Seconds>& forward_s,
                                        const std::vector<Seconds>& backward_s,
                                        const std::vector<Seconds>& ready_s,
                                        const std::vector<Seconds>& fwd_link_s,
                                        const std::vector<Seconds>& bwd_link_s,
                                        int64_t micro_batches, spec::PipelineSchedule schedule,
-                                       std::vector<TransferSpan>* transfers = nullptr,
-                                       int chunks = 1, std::vector<Seconds>* group_links = nullptr);
+                                       std::span<TransferBusy> transfers = {}, int chunks = 1,
+                                       std::vector<Seconds>* group_links = nullptr);
 
 // Proven lower bounds, per stage l, on when stage l's last action (the last micro-batch's
 // backward) ends in PipelinePhaseEnds(...) of one chunk, for ready_s >= `ready_floor_s` (empty:

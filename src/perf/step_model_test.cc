@@ -82,16 +82,20 @@ TEST(StepModelTest, PipelineWalkMatchesTheFormula) {
   EXPECT_GE(first_stage_end[59] - first_stage_end[29], 30 * 6.5 - 1e-9);
   // The walk's transfers: one per micro-batch, boundary and direction, each occupying its link
   // for the link's time, one after another on each link.
-  std::vector<TransferSpan> spans;
-  PipelinePhaseEnds(f2, b2, r2, cf, cb, 10, spec::PipelineSchedule::k1F1B, &spans);
-  ASSERT_EQ(spans.size(), 2U * 2U * 10U);
-  std::vector<Seconds> free(4, -1.0);
-  for (const TransferSpan& t : spans) {
-    const std::vector<Seconds>& link = t.dir == 0 ? cf : cb;
-    EXPECT_NEAR(t.end_s - t.start_s, link[static_cast<size_t>(t.boundary)], 1e-12);
-    Seconds& last = free[static_cast<size_t>(t.boundary * 2 + t.dir)];
-    EXPECT_GE(t.start_s, last - 1e-12);
-    last = t.end_s;
+  constexpr int64_t kM = 10;
+  std::vector<TransferBusy> spans(2U * 2U * kM, {-1.0, -1.0});
+  PipelinePhaseEnds(f2, b2, r2, cf, cb, kM, spec::PipelineSchedule::k1F1B, spans);
+  for (int boundary = 0; boundary < 2; ++boundary) {
+    for (int dir = 0; dir < 2; ++dir) {
+      const std::vector<Seconds>& link = dir == 0 ? cf : cb;
+      Seconds last = -1.0;
+      for (int64_t k = 0; k < kM; ++k) {
+        const TransferBusy& t = spans[TransferIndex(boundary, dir, k, kM)];
+        EXPECT_NEAR(t.second - t.first, link[static_cast<size_t>(boundary)], 1e-12);
+        EXPECT_GE(t.first, last - 1e-12);  // every entry written, one after another
+        last = t.second;
+      }
+    }
   }
 }
 
@@ -158,7 +162,7 @@ TEST(StepModelTest, InterleavedWalkMatchesTheNarayananBubble) {
         const std::vector<Seconds> f(V, 1.0), b(V, 2.0), c(V - 1, 0.0);
         const std::vector<Seconds> ready(static_cast<size_t>(p), 0.0);
         const auto ends =
-            PipelinePhaseEnds(f, b, ready, c, c, m, spec::PipelineSchedule::k1F1B, nullptr, v);
+            PipelinePhaseEnds(f, b, ready, c, c, m, spec::PipelineSchedule::k1F1B, {}, v);
         ASSERT_EQ(ends.size(), static_cast<size_t>(p));
         // (m v + p - 1) chunk slots of 3 s: a group's micro-batch (3 v s) times the slots.
         EXPECT_NEAR(*std::max_element(ends.begin(), ends.end()),
@@ -179,21 +183,29 @@ TEST(StepModelTest, InterleavedTransfersQueueOnTheirGroupPair) {
   const int p = 2;
   const int v = 2;
   const std::vector<Seconds> f(4, 1.0), b(4, 2.0), links(3, 0.7), ready(2, 0.0);
-  std::vector<TransferSpan> spans;
+  constexpr int64_t kM = 4;
+  // 4 micro-batches x 3 boundaries x 2 directions.
+  std::vector<TransferBusy> spans(24U, {-1.0, -1.0});
   const auto ends =
-      PipelinePhaseEnds(f, b, ready, links, links, 4, spec::PipelineSchedule::k1F1B, &spans, v);
+      PipelinePhaseEnds(f, b, ready, links, links, kM, spec::PipelineSchedule::k1F1B, spans, v);
   ASSERT_EQ(ends.size(), 2U);
   EXPECT_GT(*std::max_element(ends.begin(), ends.end()), (4 * v + p - 1) * 3.0);
-  // 4 micro-batches x 3 boundaries x 2 directions.
-  EXPECT_EQ(spans.size(), 24U);
-  std::map<std::pair<int, int>, Seconds> free;  // (from group, to group) -> link free
-  for (const TransferSpan& t : spans) {
-    const int from = (t.dir == 0 ? t.boundary : t.boundary + 1) % p;
-    const int to = (t.dir == 0 ? t.boundary + 1 : t.boundary) % p;
-    Seconds& last = free[{from, to}];
-    EXPECT_GE(t.start_s, last - 1e-12);
-    EXPECT_NEAR(t.end_s - t.start_s, 0.7, 1e-12);
-    last = t.end_s;
+  // Per directed pair of groups, the transfers in the order they took the link.
+  std::map<std::pair<int, int>, std::vector<TransferBusy>> on_link;
+  for (int boundary = 0; boundary < 3; ++boundary) {
+    for (int dir = 0; dir < 2; ++dir) {
+      const int from = (dir == 0 ? boundary : boundary + 1) % p;
+      const int to = (dir == 0 ? boundary + 1 : boundary) % p;
+      for (int64_t k = 0; k < kM; ++k) {
+        const TransferBusy& t = spans[TransferIndex(boundary, dir, k, kM)];
+        EXPECT_NEAR(t.second - t.first, 0.7, 1e-12);
+        on_link[{from, to}].push_back(t);
+      }
+    }
+  }
+  for (auto& [pair, list] : on_link) {
+    std::sort(list.begin(), list.end());
+    for (size_t i = 1; i < list.size(); ++i) EXPECT_GE(list[i].first, list[i - 1].second - 1e-12);
   }
 }
 
