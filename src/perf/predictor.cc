@@ -301,6 +301,17 @@ std::string MemoryViolationText(const spec::ClusterSpec& cluster, size_t k, size
 
 }  // namespace
 
+Prediction Predictor::PredictIfFits(const spec::Plan& plan, const StragglerRates& rates,
+                                    const LinkRates& links) const {
+  PlanMemoryCheck memory = CheckPlanMemory(plan);
+  if (memory.verdict != MemoryVerdict::kOver) return Predict(plan, rates, links);
+  Prediction over;
+  over.fits_memory = false;
+  over.memory_violation = std::move(memory.violation);
+  over.iteration_s = std::numeric_limits<double>::infinity();
+  return over;
+}
+
 Predictor::PlanMemoryCheck Predictor::CheckPlanMemory(const spec::Plan& plan) const {
   const int64_t L = model_.num_blocks;
   const size_t layers = static_cast<size_t>(spec::NumGradientLayers(L));

@@ -238,6 +238,12 @@ class Predictor {
     std::string violation;  // kOver: as Prediction::memory_violation
   };
   PlanMemoryCheck CheckPlanMemory(const spec::Plan& plan) const;
+  // Predict(plan, rates, links), except for a plan CheckPlanMemory proves over memory, which is
+  // not walked: its Prediction has only fits_memory false, Predict's memory_violation text and
+  // iteration_s infinity. For searches that drop every plan over memory (the planner's polish,
+  // reshaping and baselines), where it saves a prediction per move that does not fit.
+  Prediction PredictIfFits(const spec::Plan& plan, const StragglerRates& rates = {},
+                           const LinkRates& links = {}) const;
   // How many bytes more (negative: fewer) one device of stage `stage` of pipeline `pipeline`
   // holds when the stage's recompute changes from its own to `to`, by the memory model Predict
   // uses (FillMemoryAndRates); only the activations change. For the planner, which lightens a

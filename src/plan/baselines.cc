@@ -80,7 +80,7 @@ Result<Candidate> BestUniformPlan(const perf::Predictor& predictor, const Planne
         shape.error = plan.status().message();
         return;
       }
-      perf::Prediction pred = predictor.Predict(*plan, options.rates, options.link_rates);
+      perf::Prediction pred = predictor.PredictIfFits(*plan, options.rates, options.link_rates);
       if (!pred.fits_memory) {
         shape.error = "memory: " + pred.memory_violation;
         continue;

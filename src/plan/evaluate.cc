@@ -470,7 +470,7 @@ void LayoutEvaluator::Polish(spec::Plan* plan, perf::Prediction* prediction, int
       const size_t count = std::min(batch, cands.size() - first);
       preds.assign(count, perf::Prediction{});
       ParallelFor(count, threads, [&](size_t j) {
-        preds[j] = predictor_.Predict(cands[first + j], rates_, links_);
+        preds[j] = predictor_.PredictIfFits(cands[first + j], rates_, links_);
       });
       for (size_t j = 0; j < count; ++j) {
         if (preds[j].fits_memory && preds[j].iteration_s < best * (1 - 1e-12)) {

@@ -133,7 +133,7 @@ int InterleaveIfFaster(const perf::Predictor& predictor, const std::vector<int>&
   auto consider = [&](const spec::Plan& from, int v) {
     spec::Plan cand;
     if (!InterleavedWhereAllowed(from, v, &cand)) return;
-    perf::Prediction pred = predictor.Predict(cand, rates, links);
+    perf::Prediction pred = predictor.PredictIfFits(cand, rates, links);
     if (!pred.fits_memory || !(pred.iteration_s < best_s * (1 - 1e-12))) return;
     best_s = pred.iteration_s;
     best_v = v;

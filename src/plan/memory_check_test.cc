@@ -2,8 +2,11 @@
 // knows, against Predict itself (the oracle): on the plans the planner ranks for a mixed
 // cluster, and on the same plans with recompute off and at a larger micro-batch size (many over
 // memory), the verdict outside the runtime's configuration is Predict's: kFits exactly when
-// Predict fits, kOver with Predict's violation text otherwise.
+// Predict fits, kOver with Predict's violation text otherwise. Predictor::PredictIfFits, built
+// on it, is Predict where a plan fits and Predict's memory verdict where it does not.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "plan/planner.h"
 #include "plan/test_util.h"
@@ -56,6 +59,16 @@ TEST(MemoryCheckTest, VerdictIsPredictsOnRankedPlansAndHeavierVariants) {
     ASSERT_NE(check.verdict, Verdict::kUnknown) << "plan " << i;
     EXPECT_EQ(check.verdict == Verdict::kFits, pred.fits_memory) << "plan " << i;
     EXPECT_EQ(check.violation, pred.memory_violation) << "plan " << i;
+    // PredictIfFits skips the walk only where the verdict is kOver, and then says what Predict
+    // says about memory; elsewhere it is Predict.
+    const perf::Prediction if_fits = w->predictor->PredictIfFits(plans[i]);
+    EXPECT_EQ(if_fits.fits_memory, pred.fits_memory) << "plan " << i;
+    EXPECT_EQ(if_fits.memory_violation, pred.memory_violation) << "plan " << i;
+    if (pred.fits_memory) {
+      EXPECT_EQ(if_fits.iteration_s, pred.iteration_s) << "plan " << i;
+    } else {
+      EXPECT_TRUE(std::isinf(if_fits.iteration_s)) << "plan " << i;
+    }
     over += pred.fits_memory ? 0 : 1;
   }
   EXPECT_GT(over, 0) << "no variant went over memory: the test would not see a wrong kOver";

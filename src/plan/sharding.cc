@@ -27,7 +27,7 @@ bool ShardingAndChunksIfFaster(const perf::Predictor& predictor,
     if (sharding == plan->optimizer_sharding) continue;
     spec::Plan other = *plan;
     other.optimizer_sharding = sharding;
-    perf::Prediction pred = predictor.Predict(other, rates, links);
+    perf::Prediction pred = predictor.PredictIfFits(other, rates, links);
     // Interleaving only adds memory: a plan over memory at one chunk is over at every v.
     if (!pred.fits_memory) continue;
     InterleaveIfFaster(predictor, chunks, rates, links, &other, &pred);
