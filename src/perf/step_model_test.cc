@@ -196,9 +196,14 @@ TEST(StepModelTest, InterleavedTransfersQueueOnTheirGroupPair) {
     for (int dir = 0; dir < 2; ++dir) {
       const int from = (dir == 0 ? boundary : boundary + 1) % p;
       const int to = (dir == 0 ? boundary + 1 : boundary) % p;
+      Seconds last = -1.0;
       for (int64_t k = 0; k < kM; ++k) {
         const TransferBusy& t = spans[TransferIndex(boundary, dir, k, kM)];
         EXPECT_NEAR(t.second - t.first, 0.7, 1e-12);
+        // In micro-batch order, each (boundary, direction) is sorted and disjoint, as the
+        // boundary solve's overlap measure needs.
+        EXPECT_GE(t.first, last - 1e-12);
+        last = t.second;
         on_link[{from, to}].push_back(t);
       }
     }
