@@ -322,8 +322,6 @@ Predictor::PlanMemoryCheck Predictor::CheckPlanMemory(const spec::Plan& plan) co
   // The runtime rounds each layer's chunk up where the stage estimate rounds their sum: at most
   // one element per layer, of the two moments and the segment (fp32).
   const Bytes margin = runtime ? 16.0 * static_cast<double>(layers + 1) : 0.0;
-  Result<sched::PlanSchedules> schedules = sched::PlanSchedules::Build(plan);
-  MOTLEY_CHECK(schedules.ok(), schedules.status().message());
   PlanMemoryCheck out;
   out.verdict = MemoryVerdict::kFits;
   Bytes worst_excess = 0;
@@ -336,8 +334,12 @@ Predictor::PlanMemoryCheck Predictor::CheckPlanMemory(const spec::Plan& plan) co
     const spec::PipelinePlan& pipe = plan.pipelines[k];
     for (size_t i = 0; i < pipe.stages.size(); ++i) {
       const spec::StagePlan& st = pipe.stages[i];
-      StageMemoryInput in =
-          StageMemoryInputOf(st, pipe, train_.seq_len, schedules->in_flight(k, i));
+      // The list's count in closed form: a search checks many shapes it never walks, and
+      // building their lists here (the process-wide store's churn) cost more than the walks.
+      StageMemoryInput in = StageMemoryInputOf(
+          st, pipe, train_.seq_len,
+          sched::InFlightWithoutInterleaving(plan.schedule, pipe.num_stages(), static_cast<int>(i),
+                                             pipe.micro_batches));
       int dp = 0;
       if (zero1) {
         spec::ForEachGradientLayerOf(st, L, [&](int64_t l) {
@@ -415,12 +417,8 @@ Bytes Predictor::RecomputeMemoryChange(const spec::Plan& plan, int pipeline, int
                                        spec::Recompute to) const {
   const spec::PipelinePlan& pipe = plan.pipelines[static_cast<size_t>(pipeline)];
   const spec::StagePlan& st = pipe.stages[static_cast<size_t>(stage)];
-  // The in-flight micro-batches of the schedule's list (sched/schedule.h; the closed forms are
-  // tested equal to the list's count).
-  const int64_t in_flight = plan.schedule == spec::PipelineSchedule::kGPipe
-                                ? pipe.micro_batches
-                                : sched::OneFOneBInFlight(pipe.num_stages(), stage,
-                                                          pipe.micro_batches);
+  const int64_t in_flight = sched::InFlightWithoutInterleaving(plan.schedule, pipe.num_stages(),
+                                                               stage, pipe.micro_batches);
   // Only the activations depend on the recompute: the rest of the two estimates cancel.
   StageMemoryInput in = StageMemoryInputOf(st, pipe, train_.seq_len, in_flight);
   auto bytes = [&](spec::Recompute r) {

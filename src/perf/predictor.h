@@ -224,14 +224,15 @@ class Predictor {
   // The planner's fast check of how many blocks a stage holds; Predict's per-rank figure from
   // the step program stays the final word (ZeRO-1 chunks may differ by a few elements).
   Bytes StageMemoryForPlanning(const StageMemoryInput& in, spec::PipelineSchedule schedule) const;
-  // Predict's memory check of a plan without building its step program: each stage at its
-  // schedule's in-flight count and the ZeRO-1 degree the step program gives it (a layer is
-  // sharded over its holders when they are two or more with one TP degree; a stage's degree is
-  // its layers' smallest, 1 when one of them is not sharded). Outside the runtime's
-  // configuration that is Predict's own estimate, so the verdict is exact (kFits or kOver, with
-  // Predict's violation text); in it, Predict counts each rank's ZeRO-1 chunks, which the stage
-  // estimate rounds differently by a few elements, so it says kFits with a margin for that, else
-  // kUnknown. For the planner, which skips predicting plans it knows the answer for.
+  // Predict's memory check of a plan without building its step program or its schedules: each
+  // stage at its schedule's in-flight count (sched::InFlightWithoutInterleaving) and the ZeRO-1
+  // degree the step program gives it (a layer is sharded over its holders when they are two or more
+  // with one TP degree; a stage's degree is its layers' smallest, 1 when one of them is not
+  // sharded). Outside the runtime's configuration that is Predict's own estimate, so the verdict is
+  // exact (kFits or kOver, with Predict's violation text); in it, Predict counts each rank's ZeRO-1
+  // chunks, which the stage estimate rounds differently by a few elements, so it says kFits with a
+  // margin for that, else kUnknown. For the planner, which skips predicting plans it knows the
+  // answer for.
   enum class MemoryVerdict { kFits, kOver, kUnknown };
   struct PlanMemoryCheck {
     MemoryVerdict verdict = MemoryVerdict::kUnknown;

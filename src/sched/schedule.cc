@@ -251,6 +251,13 @@ int64_t OneFOneBInFlight(int num_stages, int stage, int64_t num_micro_batches) {
   return std::min<int64_t>(num_stages - stage, num_micro_batches);
 }
 
+int64_t InFlightWithoutInterleaving(spec::PipelineSchedule kind, int num_stages, int stage,
+                                    int64_t num_micro_batches) {
+  return kind == spec::PipelineSchedule::kGPipe
+             ? num_micro_batches
+             : OneFOneBInFlight(num_stages, stage, num_micro_batches);
+}
+
 std::string ScheduleToString(const Schedule& schedule) {
   std::string out;
   for (size_t i = 0; i < schedule.stages.size(); ++i) {

@@ -115,6 +115,11 @@ int64_t InFlightMicroBatches(const Schedule& schedule, int stage, int chunk = -1
 int64_t PipelineBuffersHeld(const Schedule& schedule, int stage);
 // Closed form for 1F1B: min(p - i, m) (Narayanan et al. SC'21).
 int64_t OneFOneBInFlight(int num_stages, int stage, int64_t num_micro_batches);
+// InFlightMicroBatches of a 1F1B or GPipe list without interleaving, in closed form (tested equal
+// to the list's count): OneFOneBInFlight for 1F1B, every micro-batch for GPipe. For memory checks
+// that must not build the list (a search checks many shapes it never walks).
+int64_t InFlightWithoutInterleaving(spec::PipelineSchedule kind, int num_stages, int stage,
+                                    int64_t num_micro_batches);
 // Warm-up forwards of device i under interleaved 1F1B with v chunks (the builder's rule above);
 // its in-flight (micro-batch, chunk) pairs are one more, capped at m v.
 int64_t InterleavedWarmup(int num_stages, int stage, int64_t num_micro_batches, int chunks);

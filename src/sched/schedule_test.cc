@@ -80,7 +80,11 @@ TEST(ScheduleTest, InFlightCounts) {
       for (int i = 0; i < p; ++i) {
         EXPECT_EQ(InFlightMicroBatches(f, i), OneFOneBInFlight(p, i, m))
             << p << " " << m << " " << i;
+        EXPECT_EQ(InFlightMicroBatches(f, i),
+                  InFlightWithoutInterleaving(PipelineSchedule::k1F1B, p, i, m));
         EXPECT_EQ(InFlightMicroBatches(g, i), m);
+        EXPECT_EQ(InFlightMicroBatches(g, i),
+                  InFlightWithoutInterleaving(PipelineSchedule::kGPipe, p, i, m));
       }
     }
   }
