@@ -114,16 +114,16 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
   };
   // A collective over `members` entered at `entries`: per-member exits.
   auto collective = [&](const std::vector<int>& members, const std::vector<Hop>& hops,
-                        const std::vector<Seconds>& entries, int steps, const RingChunkBytes& chunk,
-                        bool best, Seconds best_s) {
+                        const std::vector<Seconds>& entries, const RingSteps& ring, bool best,
+                        Seconds best_s) {
     if (best) {
       const Seconds exit = *std::max_element(entries.begin(), entries.end()) + best_s;
       return std::vector<Seconds>(entries.size(), exit);
     }
-    if (!exact) return RingCollectiveExits(entries, hops, steps, chunk, /*exact_max_ranks=*/1);
+    if (!exact) return RingCollectiveExits(entries, hops, ring, /*exact_max_ranks=*/1);
     std::vector<Seconds> free = load_free(members);
     std::vector<Seconds> exits =
-        RingCollectiveExits(entries, hops, steps, chunk, settings_.exact_ring_max_ranks, &free);
+        RingCollectiveExits(entries, hops, ring, settings_.exact_ring_max_ranks, &free);
     store_free(members, free);
     return exits;
   };
@@ -267,10 +267,7 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
       f = timed[c].best_s;
     } else if (!exact && col.kind != StepOpKind::kPlanAgreement) {
       if (!rings[c].chunk_bytes) rings[c] = RingStepsOf(col, ElementBytesOf(col));
-      const std::vector<Seconds> zero(col.members.size(), 0.0);
-      f = RingCollectiveExits(zero, *timed[c].hops, rings[c].steps, rings[c].chunk_bytes,
-                              /*exact_max_ranks=*/1)
-              .front();
+      f = RingBoundTime(*timed[c].hops, rings[c]);
     }
     return f;
   };
@@ -284,8 +281,8 @@ Prediction Predictor::Predict(const spec::Plan& plan, const StragglerRates& rate
       case StepOpKind::kLayerAllGather:
       case StepOpKind::kMetricsAllGather: {
         if (!rings[c].chunk_bytes) rings[c] = RingStepsOf(col, eb);
-        return collective(col.members, *timed[c].hops, entries, rings[c].steps,
-                          rings[c].chunk_bytes, UsesBestAllReduce(col.kind), timed[c].best_s);
+        return collective(col.members, *timed[c].hops, entries, rings[c],
+                          UsesBestAllReduce(col.kind), timed[c].best_s);
       }
       case StepOpKind::kPlanAgreement: {
         std::vector<Seconds> free = load_free(col.members);

@@ -159,20 +159,16 @@ Seconds Predictor::StepLowerBound(const spec::Plan& plan, const StragglerRates& 
       for (int member : col.members) at[static_cast<size_t>(member)] = last + it->second;
       continue;
     }
-    // A ring: every hop moving the smallest chunk a member sends in a step (RingStepsOf's
-    // chunks; an all-reduce's, AllReduceChunks' smaller one), alone.
-    const Bytes smallest =
-        col.chunks.empty()
-            ? static_cast<double>(col.elements / static_cast<int64_t>(size)) * element_bytes
-            : static_cast<double>(*std::min_element(col.chunks.begin(), col.chunks.end())) *
-                  element_bytes;
+    // A ring: every hop moving the smallest chunk a member sends in a step, alone.
+    const RingSteps ring = RingStepsOf(col, element_bytes);
+    const Bytes smallest = ring.smallest_chunk;
     hop.resize(size);
     for (size_t q = 0; q < size; ++q) {
       const FlowPath path = PathOf(devices[q], devices[(q + 1) % size], link_rates);
       hop[q] = path.latency_s + smallest / path.cap;
     }
     const RingHops hops(hop);
-    const auto steps = static_cast<size_t>(RingStepsOf(col, element_bytes).steps);
+    const auto steps = static_cast<size_t>(ring.steps);
     for (size_t q = 0; q < size; ++q) {
       Seconds& t = at[static_cast<size_t>(col.members[(q + steps) % size])];
       t = std::max(t, entry[q] + hops.Chain(q, steps));

@@ -11,18 +11,15 @@
 namespace motley::perf {
 
 std::vector<Seconds> RingCollectiveExits(const std::vector<Seconds>& entries,
-                                         const std::vector<Hop>& hops, int steps,
-                                         const RingChunkBytes& chunk_bytes, int exact_max_ranks,
-                                         std::vector<Seconds>* hop_free) {
+                                         const std::vector<Hop>& hops, const RingSteps& ring,
+                                         int exact_max_ranks, std::vector<Seconds>* hop_free) {
   const size_t n = entries.size();
+  const int steps = ring.steps;
   MOTLEY_CHECK(hops.size() == n, "a ring needs one hop per member");
   if (n < 2 || steps <= 0) return entries;
   if (static_cast<int>(n) > exact_max_ranks) {
-    Seconds worst = 0;
-    Bytes largest = 0;
-    for (int r = 0; r < static_cast<int>(n); ++r) largest = std::max(largest, chunk_bytes(0, r));
-    for (const Hop& h : hops) worst = std::max(worst, h.Time(largest));
-    const Seconds exit = *std::max_element(entries.begin(), entries.end()) + steps * worst;
+    const Seconds exit =
+        *std::max_element(entries.begin(), entries.end()) + RingBoundTime(hops, ring);
     return std::vector<Seconds>(n, exit);
   }
   std::vector<Seconds> t = entries;
@@ -32,13 +29,20 @@ std::vector<Seconds> RingCollectiveExits(const std::vector<Seconds>& entries,
   for (int s = 0; s < steps; ++s) {
     for (size_t r = 0; r < n; ++r) {  // member r sends to r + 1
       const Seconds start = std::max(t[r], link_free[r]);
-      link_free[r] = start + hops[r].Time(chunk_bytes(s, static_cast<int>(r)));
+      link_free[r] = start + hops[r].Time(ring.chunk_bytes(s, static_cast<int>(r)));
       arrival[(r + 1) % n] = link_free[r];
     }
     for (size_t r = 0; r < n; ++r) t[r] = std::max(t[r], arrival[r]);
   }
   if (hop_free != nullptr) *hop_free = link_free;
   return t;
+}
+
+Seconds RingBoundTime(const std::vector<Hop>& hops, const RingSteps& ring) {
+  if (hops.size() < 2 || ring.steps <= 0) return 0;
+  Seconds worst = 0;
+  for (const Hop& h : hops) worst = std::max(worst, h.Time(ring.largest_chunk));
+  return ring.steps * worst;
 }
 
 std::vector<Seconds> ChainBroadcastExits(const std::vector<Seconds>& entries,
@@ -70,10 +74,16 @@ RingSteps RingStepsOf(const sched::Collective& col, double element_bytes) {
   RingSteps ring;
   switch (col.kind) {
     case sched::StepOpKind::kLayerAllReduce:
-    case sched::StepOpKind::kLossNormAllReduce:
+    case sched::StepOpKind::kLossNormAllReduce: {
       ring.steps = 2 * (size - 1);
       ring.chunk_bytes = AllReduceChunks(col.elements, element_bytes, size);
+      // AllReduceChunks: numel / n elements, one more on the first numel % n chunks.
+      const int64_t smaller = size > 0 ? col.elements / size : 0;
+      const bool uneven = size > 0 && col.elements % size != 0;
+      ring.smallest_chunk = static_cast<double>(smaller) * element_bytes;
+      ring.largest_chunk = static_cast<double>(smaller + (uneven ? 1 : 0)) * element_bytes;
       return ring;
+    }
     case sched::StepOpKind::kLayerReduceScatter:
     case sched::StepOpKind::kLayerAllGather:
     case sched::StepOpKind::kMetricsAllGather: {
@@ -84,6 +94,13 @@ RingSteps RingStepsOf(const sched::Collective& col, double element_bytes) {
         const int idx = (((q - step - (gather ? 0 : 1)) % size) + size) % size;
         return static_cast<double>((*chunks)[static_cast<size_t>(idx)]) * element_bytes;
       };
+      if (size > 0) {  // chunks 0 .. size - 1, each sent in every step
+        MOTLEY_CHECK(chunks->size() >= static_cast<size_t>(size),
+                     "RingStepsOf: fewer chunks than members");
+        const auto [lo, hi] = std::minmax_element(chunks->begin(), chunks->begin() + size);
+        ring.smallest_chunk = static_cast<double>(*lo) * element_bytes;
+        ring.largest_chunk = static_cast<double>(*hi) * element_bytes;
+      }
       return ring;
     }
     default: break;

@@ -32,16 +32,29 @@ struct Hop {
 // Bytes rank `rank` sends in step `step` of a ring collective.
 using RingChunkBytes = std::function<Bytes(int step, int rank)>;
 
-// Exit time of every member of a ring collective of `steps` steps: members in ring order,
+// The steps of a ring collective (RingStepsOf below): how many, the bytes each member sends in
+// each, and the largest and smallest of those sizes (every chunk is sent in every step).
+struct RingSteps {
+  int steps = 0;
+  RingChunkBytes chunk_bytes;
+  Bytes largest_chunk = 0;
+  Bytes smallest_chunk = 0;
+};
+
+// Exit time of every member of a ring collective of `ring.steps` steps: members in ring order,
 // `entries[r]` when member r enters, `hops[r]` the link from member r to member r + 1 (mod n).
 // Exact recurrence for n <= exact_max_ranks (O(n * steps)); above it every member leaves at
 // max(entries) + steps * the slowest hop's time for the largest chunk.
 // `hop_free` (optional, one per hop, in and out): when each hop's link is free of earlier
 // transfers (the runtime's links queue across operations).
 std::vector<Seconds> RingCollectiveExits(const std::vector<Seconds>& entries,
-                                         const std::vector<Hop>& hops, int steps,
-                                         const RingChunkBytes& chunk_bytes, int exact_max_ranks,
+                                         const std::vector<Hop>& hops, const RingSteps& ring,
+                                         int exact_max_ranks,
                                          std::vector<Seconds>* hop_free = nullptr);
+// RingCollectiveExits's bound, from the last member's entry to every member's exit: steps * the
+// slowest of `hops` (one per member, in ring order) for the largest chunk; 0 below two members or
+// without steps.
+Seconds RingBoundTime(const std::vector<Hop>& hops, const RingSteps& ring);
 
 // Exit times of the runtime's chain broadcast of one chunk of `bytes` from member 0 (members in
 // chain order, `hops[r]` from member r to r + 1): each member forwards after it received.
@@ -59,10 +72,6 @@ RingChunkBytes AllReduceChunks(int64_t numel, double element_bytes, int n);
 // member q sending chunk q - s - 1 in step s; an all-gather (layer values, the metrics gather)
 // n-1 steps, member q sending chunk q - s; chunks from the collective's `chunks`, elements of
 // `element_bytes` each. Not for the plan agreement (a chain broadcast).
-struct RingSteps {
-  int steps = 0;
-  RingChunkBytes chunk_bytes;
-};
 RingSteps RingStepsOf(const sched::Collective& collective, double element_bytes);
 
 // One pipeline's stages running their 1F1B, GPipe or interleaved 1F1B action lists with eager

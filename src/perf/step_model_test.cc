@@ -16,31 +16,34 @@
 namespace motley::perf {
 namespace {
 
-RingChunkBytes Fixed(Bytes b) {
-  return [b](int, int) { return b; };
+// A ring of `steps` steps in which every member sends `b` bytes per step.
+RingSteps Fixed(int steps, Bytes b) {
+  return RingSteps{steps, [b](int, int) { return b; }, b, b};
 }
 
 TEST(StepModelTest, RingAllReduceOnAUniformRingTakesTwoNMinusOneSteps) {
   const std::vector<Hop> hops(4, Hop{1e-6, 1e9});
-  const std::vector<Seconds> exits = RingCollectiveExits({0, 0, 0, 0}, hops, 6, Fixed(1000), 64);
+  const std::vector<Seconds> exits = RingCollectiveExits({0, 0, 0, 0}, hops, Fixed(6, 1000), 64);
   for (Seconds t : exits) EXPECT_NEAR(t, 6 * (1e-6 + 1e-6), 1e-15);
 }
 
 TEST(StepModelTest, SlowHopSerializesAndLateEntryDelaysEveryone) {
   std::vector<Hop> hops(4, Hop{1e-6, 1e12});
   hops[1] = Hop{50e-6, 1e12};  // member 1 -> 2 is slow: its sends queue on that link
-  const std::vector<Seconds> exits = RingCollectiveExits({0, 0, 0, 0}, hops, 6, Fixed(8), 64);
+  const std::vector<Seconds> exits = RingCollectiveExits({0, 0, 0, 0}, hops, Fixed(6, 8), 64);
   EXPECT_GE(exits[2], 6 * 50e-6);
   std::vector<Seconds> entries = {0, 0, 0, 1e-3};
-  const std::vector<Seconds> late = RingCollectiveExits(entries, std::vector<Hop>(4, Hop{1e-6, 1e12}), 6, Fixed(8), 64);
+  const std::vector<Seconds> late =
+      RingCollectiveExits(entries, std::vector<Hop>(4, Hop{1e-6, 1e12}), Fixed(6, 8), 64);
   for (Seconds t : late) EXPECT_GT(t, 1e-3);
   // A link still busy from an earlier operation delays the first step.
   std::vector<Seconds> busy = {5e-3, -1e300, -1e300, -1e300};
-  const std::vector<Seconds> queued = RingCollectiveExits({0, 0, 0, 0}, std::vector<Hop>(4, Hop{1e-6, 1e12}), 6, Fixed(8), 64, &busy);
+  const std::vector<Seconds> queued = RingCollectiveExits(
+      {0, 0, 0, 0}, std::vector<Hop>(4, Hop{1e-6, 1e12}), Fixed(6, 8), 64, &busy);
   EXPECT_GT(queued[1], 5e-3);
   EXPECT_GT(busy[0], 5e-3);
   // Above the exact limit: everyone leaves at max(entry) + steps * slowest hop.
-  const std::vector<Seconds> bound = RingCollectiveExits({0, 2e-6, 0, 0}, hops, 6, Fixed(8), 2);
+  const std::vector<Seconds> bound = RingCollectiveExits({0, 2e-6, 0, 0}, hops, Fixed(6, 8), 2);
   for (Seconds t : bound) EXPECT_NEAR(t, 2e-6 + 6 * hops[1].Time(8), 1e-15);
 }
 
@@ -50,6 +53,32 @@ TEST(StepModelTest, ChainBroadcastForwardsAlongTheChain) {
   EXPECT_DOUBLE_EQ(exits[0], 0);
   EXPECT_NEAR(exits[1], hops[0].Time(8), 1e-18);
   EXPECT_NEAR(exits[2], 5e-6, 1e-15);  // already later than the arrival
+}
+
+TEST(StepModelTest, RingStepsKnowTheirLargestAndSmallestChunk) {
+  sched::Collective all_reduce;
+  all_reduce.kind = sched::StepOpKind::kLayerAllReduce;
+  all_reduce.members = {0, 1, 2, 3};
+  all_reduce.elements = 10;  // chunks of 3, 3, 2, 2
+  sched::Collective scatter = all_reduce;
+  scatter.kind = sched::StepOpKind::kLayerReduceScatter;
+  scatter.chunks = {5, 7, 6, 7};
+  sched::Collective gather = scatter;
+  gather.kind = sched::StepOpKind::kLayerAllGather;
+  for (const sched::Collective& col : {all_reduce, scatter, gather}) {
+    const RingSteps ring = RingStepsOf(col, 2.0);
+    for (int s = 0; s < ring.steps; ++s) {  // every step sends every chunk once
+      Bytes lo = 1e300, hi = 0;
+      for (int q = 0; q < 4; ++q) {
+        lo = std::min(lo, ring.chunk_bytes(s, q));
+        hi = std::max(hi, ring.chunk_bytes(s, q));
+      }
+      EXPECT_EQ(lo, ring.smallest_chunk) << static_cast<int>(col.kind) << " step " << s;
+      EXPECT_EQ(hi, ring.largest_chunk) << static_cast<int>(col.kind) << " step " << s;
+    }
+  }
+  EXPECT_EQ(RingStepsOf(all_reduce, 2.0).largest_chunk, 6.0);
+  EXPECT_EQ(RingStepsOf(scatter, 2.0).smallest_chunk, 10.0);
 }
 
 TEST(StepModelTest, AllReduceChunksFollowEvenCounts) {

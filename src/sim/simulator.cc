@@ -597,10 +597,7 @@ Status StepReplay::Run() {
     if (exact || col.members.size() < 2) continue;
     // Above the bound: the ring as one phase, each hop one flow of every step's latency and the
     // largest chunk per step (the predictor's bound).
-    Bytes largest = 0;
-    for (int q = 0; q < static_cast<int>(col.members.size()); ++q) {
-      largest = std::max(largest, rings_[c].chunk_bytes(0, q));
-    }
+    const Bytes largest = rings_[c].largest_chunk;
     std::vector<int> ring;
     for (int m : col.members) ring.push_back(ranks_[static_cast<size_t>(m)].device);
     auto flows = std::make_unique<perf::CollectiveFlows>();
