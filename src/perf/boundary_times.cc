@@ -17,11 +17,15 @@
 // last stage of one pipeline and the first of the next, sharing a node, collide every cycle.
 // Pipelines are walked from one origin, so lockstep replicas meet fully.
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory_resource>
 #include <span>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "core/check.h"
 #include "perf/network.h"
 #include "perf/predictor.h"
 #include "perf/step_model.h"
@@ -172,13 +176,39 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
 
   // The memos below take their nodes from one arena, freed at once (a solve makes thousands).
   std::pmr::monotonic_buffer_resource arena;
-  // Per resource: the groups whose flows cross it, with how many of their flows do.
-  std::pmr::map<int, std::pmr::map<size_t, int>> at_resource(&arena);
+  // Per resource crossed: the groups whose flows cross it, in group order, with how many of
+  // their flows do. Sorted (resource, group) pairs counted in runs: resource_first[i] is where
+  // the i-th resource's (in resources) groups start in at_resource.
+  std::vector<std::pair<int, int>> crossings;  // (resource, group)
   for (size_t f = 0; f < paths.size(); ++f) {
     for (int i = 0; i < paths[f].num_resources; ++i) {
-      ++at_resource[paths[f].resources[static_cast<size_t>(i)]][group_of[f]];
+      crossings.emplace_back(paths[f].resources[static_cast<size_t>(i)],
+                             static_cast<int>(group_of[f]));
     }
   }
+  std::sort(crossings.begin(), crossings.end());
+  std::vector<int> resources;                       // distinct, ascending
+  std::vector<size_t> resource_first;               // per resource, then the end
+  std::vector<std::pair<size_t, int>> at_resource;  // (group, flows)
+  for (size_t c = 0; c < crossings.size(); ++c) {
+    const auto [r, g] = crossings[c];
+    if (resources.empty() || resources.back() != r) {
+      resources.push_back(r);
+      resource_first.push_back(at_resource.size());
+    }
+    if (c > 0 && crossings[c - 1] == crossings[c]) {
+      ++at_resource.back().second;
+    } else {
+      at_resource.emplace_back(static_cast<size_t>(g), 1);
+    }
+  }
+  resource_first.push_back(at_resource.size());
+  auto groups_at = [&](int r) {  // r is crossed by some flow
+    const size_t i = static_cast<size_t>(std::lower_bound(resources.begin(), resources.end(), r) -
+                                         resources.begin());
+    return std::span<const std::pair<size_t, int>>(at_resource.data() + resource_first[i],
+                                                   resource_first[i + 1] - resource_first[i]);
+  };
   std::vector<double> walk_key;  // a pipeline's key in walk_index (scratch)
   // A round's busy lists, one per (distinct walk, boundary, direction), stored end to end in
   // busy_flat, each of its walk's m entries in PipelinePhaseEnds's order (TransferIndex): list l
@@ -243,36 +273,42 @@ Predictor::BoundaryTimes Predictor::SolveBoundaryTimes(
     };
     // Busy time per distinct list, and the fraction of x's busy time during which y is busy,
     // per pair of distinct lists met at a resource.
-    std::pmr::map<size_t, Seconds> busy_total(&arena);
+    std::vector<Seconds> busy_total(list_start.size() - 1, -1.0);  // -1: not yet summed
     auto total = [&](size_t l) {
-      auto [it, fresh] = busy_total.emplace(l, 0.0);
-      if (fresh) {
-        for (const auto& [lo, hi] : busy(l)) it->second += hi - lo;
+      Seconds& sum = busy_total[l];
+      if (sum < 0) {
+        sum = 0.0;
+        for (const auto& [lo, hi] : busy(l)) sum += hi - lo;
       }
-      return it->second;
+      return sum;
     };
-    std::pmr::map<std::pair<size_t, size_t>, double> presence(&arena);
+    // Keyed by (lx << 32) | ly.
+    MOTLEY_CHECK(list_start.size() <= UINT32_MAX && groups.size() <= UINT32_MAX,
+                 "boundary solve: too many lists or groups for its memo keys");
+    std::pmr::unordered_map<uint64_t, double> presence(&arena);
     auto fraction = [&](size_t x, size_t y) {
       if (x == y) return 1.0;
       const size_t lx = list_of(x);
       const size_t ly = list_of(y);
-      auto [it, fresh] = presence.emplace(std::make_pair(lx, ly), 0.0);
+      auto [it, fresh] = presence.emplace((static_cast<uint64_t>(lx) << 32) | ly, 0.0);
       if (fresh && total(lx) > 0) {
         it->second = std::min(1.0, OverlapLength(busy(lx), busy(ly)) / total(lx));
       }
       return it->second;
     };
     // x's share of resource r, the same for all of x's flows there.
-    std::pmr::map<std::pair<size_t, int>, double> share_at(&arena);
+    // Keyed by (x << 32) | r.
+    std::pmr::unordered_map<uint64_t, double> share_at(&arena);
     std::vector<std::pair<double, int>> others;  // share's scratch: (presence, flows)
     std::vector<double> dist;                    // MeanShare's scratch
     auto share = [&](size_t x, int r) {
-      auto [it, fresh] = share_at.emplace(std::make_pair(x, r), 0.0);
+      auto [it, fresh] =
+          share_at.emplace((static_cast<uint64_t>(x) << 32) | static_cast<uint32_t>(r), 0.0);
       if (!fresh) return it->second;
       // The other groups at r, each present a fraction of x's busy time, independently.
       int own = 0;
       others.clear();
-      for (const auto& [y, count] : at_resource[r]) {
+      for (const auto& [y, count] : groups_at(r)) {
         if (y == x) {
           own = count;
         } else if (const double p = fraction(x, y); p > 0) {
