@@ -137,6 +137,9 @@ std::vector<Seconds> WalkPipeline(
   std::vector<Seconds> link_free(static_cast<size_t>(p * p), 0.0);
   if (group_links != nullptr) link_free = *group_links;
   std::vector<Seconds> t = ready_s;
+  const auto pu = static_cast<size_t>(p);
+  // The device group of virtual stage v (v mod p, without a division for v < p).
+  auto group_of = [pu](size_t v) { return v < pu ? v : v % pu; };
   for (const sched::WalkStep& w : (*built)->walk_order) {
     const auto i = static_cast<size_t>(w.group);
     const auto s = static_cast<size_t>(w.virtual_stage);
@@ -145,7 +148,7 @@ std::vector<Seconds> WalkPipeline(
       case ActionKind::kForward: t[i] += forward_s[s]; break;
       case ActionKind::kBackward: t[i] += backward_s[s]; break;
       case ActionKind::kSendForward: {
-        Seconds& free = link_free[i * static_cast<size_t>(p) + (s + 1) % static_cast<size_t>(p)];
+        Seconds& free = link_free[i * pu + group_of(s + 1)];
         const Seconds from = std::max(t[i], free);
         const Seconds at = from + fwd_link_s[s];
         free = at;
@@ -155,7 +158,7 @@ std::vector<Seconds> WalkPipeline(
         break;
       }
       case ActionKind::kSendBackward: {
-        Seconds& free = link_free[i * static_cast<size_t>(p) + (s - 1) % static_cast<size_t>(p)];
+        Seconds& free = link_free[i * pu + group_of(s - 1)];
         const Seconds from = std::max(t[i], free);
         const Seconds at = from + bwd_link_s[s - 1];
         free = at;

@@ -29,20 +29,6 @@ std::string_view StepOpKindName(StepOpKind kind) {
   return "?";
 }
 
-bool IsCollective(StepOpKind kind) {
-  switch (kind) {
-    case StepOpKind::kZeroGrads:
-    case StepOpKind::kPipeline:
-    case StepOpKind::kGradNorm:
-    case StepOpKind::kOptimizer: return false;
-    default: return true;
-  }
-}
-
-bool IsBetweenSteps(StepOpKind kind) {
-  return kind == StepOpKind::kMetricsAllGather || kind == StepOpKind::kPlanAgreement;
-}
-
 int64_t Collective::InputBytes(size_t q) const {
   const int64_t n = kind == StepOpKind::kLayerAllGather || kind == StepOpKind::kMetricsAllGather
                         ? chunks.at(q)

@@ -56,9 +56,21 @@ enum class StepOpKind {
 // "zero-grads", "pipeline", "all-reduce", "reduce-scatter", "grad-norm", "loss-norm",
 // "optimizer", "all-gather", "metrics", "plan-agreement".
 std::string_view StepOpKindName(StepOpKind kind);
-bool IsCollective(StepOpKind kind);
+// Every kind but the local ones (zero-grads, pipeline, grad-norm, optimizer). Inline: the
+// predictor's walk asks it of every op of every rank.
+inline bool IsCollective(StepOpKind kind) {
+  switch (kind) {
+    case StepOpKind::kZeroGrads:
+    case StepOpKind::kPipeline:
+    case StepOpKind::kGradNorm:
+    case StepOpKind::kOptimizer: return false;
+    default: return true;
+  }
+}
 // The metrics all-gather and the plan agreement: after the step's last update, before the next.
-bool IsBetweenSteps(StepOpKind kind);
+inline bool IsBetweenSteps(StepOpKind kind) {
+  return kind == StepOpKind::kMetricsAllGather || kind == StepOpKind::kPlanAgreement;
+}
 
 // One collective call, the same on every member.
 struct Collective {
