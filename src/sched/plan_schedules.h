@@ -1,10 +1,11 @@
 // Every pipeline's schedule of one plan, built once per distinct (kind, stage count, micro-batch
 // count, model chunks) for the whole process: a plan of many identical replicas builds one action
 // list, not one per replica, and the planner's thousands of candidates share the few shapes they
-// have. The step program (step_program.cc), the predictor's memory check and memory fill
-// (perf/predictor.cc), the exact pipeline walk (perf/step_model.cc) and the simulator's pipeline
-// phase (sim/simulator.cc) all take their schedules from here, with each stage's in-flight and
-// transfer-buffer counts and the walk order (walk_order.h) computed once.
+// have. The step program (step_program.cc), the predictor's memory fill (perf/predictor.cc;
+// its memory check reads the in-flight counts in closed form), the exact pipeline walk
+// (perf/step_model.cc) and the simulator's pipeline phase (sim/simulator.cc) all take their
+// schedules from here, with each stage's in-flight and transfer-buffer counts and the walk order
+// (walk_order.h) computed once.
 // Thread-safe: the process-wide store is locked, and a built schedule is immutable.
 #pragma once
 
